@@ -1,0 +1,407 @@
+"""Fitting kernel rankers: ``fit``, ``fit_rankrc``, ``fit_ranksvm``, λ grids, ``RankModel``.
+
+The objective (seed 000 eq. 13; general R-subset eq. 11), with ``f = K_{·R} β``::
+
+    F(β) = 1/(m+ m−) Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j) + (λ/2) βᵀ K_RR β
+
+Data flow: ``X, y`` → validation → rows reordered as [positives; negatives] → kernel block
+``K_{·R}`` (built once, in row chunks) → for each Newton step: scores ``f = K β`` (one product),
+sorted windows (:mod:`jaxrank.pairwise`), gradient ``g_f @ K`` (one product) → truncated CG with
+Hessian-vector products ``K v`` and ``h @ K`` reusing the windows → :class:`RankModel`.
+
+A λ grid is solved by ``jax.vmap`` of the single-λ solver with the kernel block unbatched, so
+each CG step is one matrix-matrix product for the whole grid (DESIGN §4), or, with
+``path="warm"``, as a ``lax.scan`` from large to small λ, each solve warm-started at the
+previous solution (seed 000, footnote 2).
+
+CG is preconditioned by ``M = K_RR + δI`` (a Cholesky factor computed once per fit): the trust
+region is then the RKHS norm of the step, ``||s||_M ≈ ||Σ s_r φ(x_r)||``, and the preconditioned
+Hessian ``M⁻¹H = λI + M⁻¹ K_{·R}ᵀ D K_{·R}`` has eigenvalues bounded below by about λ — the
+conditioning of the linearised problem of seed 000 eq. (15) without forming its features. This
+replaces the paper's diagonal preconditioner (footnote 2), which does nothing for the
+ill-conditioning of ``K_RR`` itself; ``precondition="none"`` turns it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrank import kernels as _kernels
+from jaxrank import pairwise
+from jaxrank._validation import check_lam, check_positive, check_X, check_X_y
+from jaxrank.bases import resolve_basis
+from jaxrank.losses import PiecewiseQuadratic, get_loss
+from jaxrank.solver import SolverInfo, Status, trust_ncg
+
+__all__ = [
+    "ConvergenceWarning",
+    "RankModel",
+    "fit",
+    "fit_rankrc",
+    "fit_ranksvm",
+    "objective_closures",
+]
+
+_HI = jax.lax.Precision.HIGHEST
+
+
+class ConvergenceWarning(UserWarning):
+    """The solver stopped before reaching the gradient tolerance for some λ."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RankModel:
+    """A fitted kernel ranker ``f(x) = Σ_r coef_r k(basis_r, x)`` (one per λ of a grid).
+
+    Attributes:
+      basis: ``(n_basis, d)`` basis rows ``x_r``.
+      coef: ``(n_basis,)`` for a scalar λ, ``(L, n_basis)`` for a grid of L values.
+      lam: ``()`` or ``(L,)``.
+      kernel: the resolved kernel (e.g. ``model.kernel.sigma2``).
+      info: :class:`~jaxrank.solver.SolverInfo`, each field ``()`` or ``(L,)``.
+      basis_index: ``(n_basis,)`` rows of the training ``X`` used as basis.
+      loss: name of the loss (static).
+      eps: ε of the smoothed hinge.
+    """
+
+    basis: jax.Array
+    coef: jax.Array
+    lam: jax.Array
+    kernel: Any
+    info: SolverInfo
+    basis_index: jax.Array
+    loss: str = dataclasses.field(default="smoothed_hinge", metadata=dict(static=True))
+    eps: Any = 0.5
+
+    @property
+    def n_basis(self) -> int:
+        return int(self.basis.shape[0])
+
+    def decision_function(self, X) -> jax.Array:
+        """Scores ``f(x) = Σ_r coef_r k(basis_r, x)``, streamed over row chunks of ``X``.
+
+        Args:
+          X: ``(n, d)`` rows.
+
+        Returns:
+          ``(n,)`` for a scalar λ, ``(L, n)`` for a grid.
+        """
+        X = check_X(X)
+        if X.shape[1] != self.basis.shape[1]:
+            raise ValueError(
+                f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
+            )
+        X = jnp.asarray(X, self.basis.dtype)
+        return _kernels.stream_matvec(self.kernel, X, self.basis, self.coef)
+
+    def select(self, i: int) -> RankModel:
+        """The model of the ``i``-th λ of a grid, as a scalar-λ model."""
+        if self.coef.ndim == 1:
+            raise ValueError("select() needs a model fitted on a λ grid.")
+        return dataclasses.replace(
+            self,
+            coef=self.coef[i],
+            lam=self.lam[i],
+            info=jax.tree.map(lambda a: a[i], self.info),
+        )
+
+
+def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, n_pos: int, n_neg: int):
+    """``(fun, hvp)`` of the R-subset objective for :func:`~jaxrank.solver.trust_ncg`.
+
+    Args:
+      K: ``(m_pad, |R|)`` kernel block, rows ordered [positives; negatives; padding].
+      Krr: ``(|R|, |R|)`` basis Gram matrix.
+      lam: regulariser λ.
+      loss: piecewise-quadratic pairwise loss.
+      n_pos, n_neg: class sizes (rows beyond ``n_pos + n_neg`` are padding).
+
+    Returns:
+      ``fun(β) -> (F, ∇F, windows)`` and ``hvp(windows, v) -> ∇²F v``; each costs two products
+      with ``K`` (``K @ v`` and ``g @ K``, never ``K.T @ g``: DESIGN §5).
+    """
+    dt = K.dtype
+    scale = jnp.asarray(1.0 / (n_pos * n_neg), dt)
+    lam = jnp.asarray(lam, dt)
+    pad = K.shape[0] - n_pos - n_neg
+
+    def to_rows(gp, gn):
+        return jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)]) * scale
+
+    def fun(beta):
+        f = jnp.matmul(K, beta, precision=_HI)
+        value, gp, gn, w = pairwise.value_and_grad(f[:n_pos], f[n_pos : n_pos + n_neg], loss)
+        kb = jnp.matmul(Krr, beta, precision=_HI)
+        F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
+        grad = jnp.matmul(to_rows(gp, gn), K, precision=_HI) + lam * kb
+        return F, grad, w
+
+    def hvp(w, v):
+        d = jnp.matmul(K, v, precision=_HI)
+        hp, hn = pairwise.hvp(w, d[:n_pos], d[n_pos : n_pos + n_neg], loss)
+        kv = jnp.matmul(Krr, v, precision=_HI)
+        return jnp.matmul(to_rows(hp, hn), K, precision=_HI) + lam * kv
+
+    return fun, hvp
+
+
+@functools.partial(
+    jax.jit, static_argnames=("n_pos", "n_neg", "max_iter", "max_cg", "path", "use_chol")
+)
+def _solve(K, Krr, chol, lams, beta0, loss, tol, *, n_pos, n_neg, max_iter, max_cg, path,
+           use_chol):  # fmt: skip
+    if use_chol:
+        # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
+        # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
+        precond = lambda r: jnp.matmul(jnp.matmul(chol, r, precision=_HI), chol, precision=_HI)
+    else:
+        precond = None
+
+    def single(lam, b0):
+        fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg)
+        return trust_ncg(fun, hvp, b0, tol=tol, max_iter=max_iter, max_cg=max_cg,
+                         precond=precond)  # fmt: skip
+
+    if path == "batch":
+        return jax.vmap(single)(lams, beta0)
+
+    def step(b, lam):
+        beta, info = single(lam, b)
+        return beta, (beta, info)
+
+    _, (betas, infos) = jax.lax.scan(step, beta0[0], lams)
+    return betas, infos
+
+
+def _choose_dtype(X: np.ndarray, dtype) -> np.dtype:
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype == np.float64 and not jax.config.jax_enable_x64:
+            raise ValueError(
+                "dtype=float64 needs x64: call jax.config.update('jax_enable_x64', True) first."
+            )
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype}.")
+        return dtype
+    if X.dtype == np.float64 and jax.config.jax_enable_x64:
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def _cholesky_precond(Krr: jax.Array) -> jax.Array | None:
+    """``L⁻¹`` with ``L Lᵀ = K_RR + δI``, or ``None`` if no jitter makes it finite."""
+    # Jitter relative to the mean diagonal; grown until the factor is finite (near-duplicate
+    # basis rows make K_RR numerically singular, most of all in float32).
+    dt = Krr.dtype
+    n = Krr.shape[0]
+    scale = float(jnp.mean(jnp.diag(Krr)))
+    scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+    jitter = (1e-8 if dt == jnp.float64 else 1e-4) * scale
+    eye = jnp.eye(n, dtype=dt)
+    for _ in range(6):
+        chol = jnp.linalg.cholesky(Krr + jitter * eye)
+        if bool(jnp.all(jnp.isfinite(chol))):
+            inv = jax.scipy.linalg.solve_triangular(chol, eye, lower=True)
+            if bool(jnp.all(jnp.isfinite(inv))):
+                return inv
+        jitter *= 100
+    return None
+
+
+def fit(
+    X,
+    y,
+    lam,
+    *,
+    basis="rare",
+    loss: str = "smoothed_hinge",
+    eps: float = 0.5,
+    kernel=None,
+    key=None,
+    n_basis: int | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 100,
+    max_cg: int = 25,
+    path: str = "batch",
+    precondition: str = "cholesky",
+    dtype=None,
+    memory_budget: int | None = None,
+    init=None,
+) -> RankModel:
+    """Fit a kernel ranker maximising a smoothed AUC over the R-subset basis ``basis``.
+
+    Minimises (seed 000 eq. 11 with the smoothed hinge of eq. 13)::
+
+        F(β) = 1/(m+ m−) Σ_{i∈+} Σ_{j∈−} ℓ_ε(f_i − f_j) + (λ/2) βᵀ K_RR β,   f = K_{·R} β
+
+    Args:
+      X: ``(m, d)`` training rows, taken as given (no standardisation; put a scaler first).
+      y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
+      lam: λ > 0, or a 1-D grid (one model holding every λ).
+      basis: ``"rare"`` (RankRC), ``"all"`` (RankSVM), ``"random"`` (RANK-RND, ``n_basis``
+        rows, default m+; needs ``key``) or an int array of row indices.
+      loss: ``"smoothed_hinge"`` (ε = ``eps``) or ``"squared_hinge"``.
+      eps: ε of the smoothed hinge (paper default 0.5).
+      kernel: a kernel object or name; default Gaussian with σ² from
+        :func:`~jaxrank.kernels.sigma2_heuristic` on ``X``.
+      key: ``jax.random.key`` for random bases.
+      n_basis: size of a random basis.
+      tol: stop when ``||∇F||_∞ ≤ tol`` (paper: 1e-6).
+      max_iter: cap on Newton (trust-region) iterations per λ.
+      max_cg: cap on CG iterations per Newton iteration (paper: 25).
+      path: ``"batch"`` (vmapped grid, one matrix-matrix product per CG step) or ``"warm"``
+        (λ from large to small, each solve warm-started at the previous solution).
+      precondition: ``"cholesky"`` (``M = K_RR + δI``, see module notes) or ``"none"``.
+      dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on,
+        else float32.
+      memory_budget: bytes the kernel block may take (default: 60 % of RAM / 80 % of device
+        memory); exceeding it raises :class:`~jaxrank.kernels.MemoryBudgetError` before any
+        allocation.
+      init: optional starting coefficients ``(|R|,)`` (or ``(L, |R|)``).
+
+    Returns:
+      A :class:`RankModel`; ``model.info`` holds objective (in the normalisation above),
+      gradient norm, Newton and CG iterations and status per λ.
+
+    Raises:
+      ValueError: on bad input (NaN/inf, one class, labels not two-valued, length mismatch,
+        λ ≤ 0, empty or non-2-D ``X``).
+
+    Warns:
+      ConvergenceWarning: when some λ stopped before ``tol`` (status in ``model.info.status``).
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit(X, y, [1e-2, 1e-4])
+      >>> model.decision_function(X).shape
+      (2, 300)
+    """
+    X, pos = check_X_y(X, y)
+    lams, scalar = check_lam(lam)
+    lossfn = get_loss(loss, check_positive(eps, "eps") if loss == "smoothed_hinge" else eps)
+    if loss == "hinge":
+        raise ValueError("loss='hinge' is not twice differentiable; use 'smoothed_hinge'.")
+    tol = check_positive(tol, "tol")
+    if path not in ("batch", "warm"):
+        raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
+    if precondition not in ("cholesky", "none"):
+        raise ValueError(f"precondition must be 'cholesky' or 'none', got {precondition!r}.")
+    for name, v in (("max_iter", max_iter), ("max_cg", max_cg)):
+        if int(v) != v or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+    dt = _choose_dtype(X, dtype)
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
+    kernel = _kernels.resolve_kernel(kernel, X)
+
+    n_pos = int(pos.sum())
+    n_neg = int(pos.size - n_pos)
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    nb = idx.size
+    rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize)
+    _kernels.check_memory(
+        (rows * n_chunks + nb) * nb * dt.itemsize,
+        memory_budget,
+        f"the kernel block ({X.shape[0]} x {nb})",
+    )
+
+    Xd = jnp.asarray(X, dt)
+    B = Xd[jnp.asarray(idx)]
+    K = _kernels.kernel_block(kernel, Xd[jnp.asarray(order)], B, padded=True)
+    Krr = kernel(B, B)
+    chol = _cholesky_precond(Krr) if precondition == "cholesky" else None
+
+    L = lams.size
+    if path == "warm":
+        sort = np.argsort(-lams, kind="stable")
+    else:
+        sort = np.arange(L)
+    if init is None:
+        beta0 = jnp.zeros((L, nb), dt)
+    else:
+        beta0 = jnp.broadcast_to(jnp.asarray(init, dt), (L, nb))
+    betas, info = _solve(
+        K, Krr, chol if chol is not None else Krr, jnp.asarray(lams[sort], dt), beta0,
+        jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),
+        n_pos=n_pos, n_neg=n_neg, max_iter=int(max_iter), max_cg=int(max_cg), path=path,
+        use_chol=chol is not None,
+    )  # fmt: skip
+    unsort = np.argsort(sort)
+    betas = betas[unsort]
+    info = jax.tree.map(lambda a: a[unsort], info)
+    _warn_status(info, lams, tol)
+
+    if scalar:
+        betas = betas[0]
+        info = jax.tree.map(lambda a: a[0], info)
+    return RankModel(
+        basis=B,
+        coef=betas,
+        lam=jnp.asarray(lams[0] if scalar else lams, dt),
+        kernel=kernel,
+        info=info,
+        basis_index=jnp.asarray(idx.astype(np.int32)),
+        loss=loss,
+        eps=float(eps),
+    )
+
+
+def _warn_status(info: SolverInfo, lams: np.ndarray, tol: float) -> None:
+    status = np.asarray(info.status)
+    gnorm = np.asarray(info.grad_norm)
+    # PRECISION within 100x of tol is the float32 norm, not a failure: no warning there.
+    near = (status == Status.PRECISION) & (gnorm <= 100 * tol)
+    bad = np.flatnonzero((status != Status.CONVERGED) & ~near)
+    if bad.size == 0:
+        return
+    parts = []
+    for i in bad[:6]:
+        parts.append(
+            f"λ={lams[i]:.3g}: {Status(int(status[i])).name} after "
+            f"{int(np.asarray(info.iterations)[i])} iterations, "
+            f"||grad||_∞={float(np.asarray(info.grad_norm)[i]):.2e}"
+        )
+    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
+    warnings.warn(
+        "solver stopped before the gradient tolerance for "
+        f"{bad.size} of {status.size} λ value(s): "
+        + "; ".join(parts)
+        + more
+        + ". PRECISION means the objective cannot decrease measurably in this dtype; "
+        "MAX_ITER: raise max_iter; NONFINITE: check the data and λ.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
+
+
+def fit_rankrc(X, y, lam, **kwargs) -> RankModel:
+    """RankRC (seed 000 eq. 13): :func:`fit` with ``basis="rare"``.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> jaxrank.fit_rankrc(X, y, 1e-3).coef.shape == (30,)
+      True
+    """
+    if "basis" in kwargs:
+        raise TypeError("fit_rankrc fixes basis='rare'; use fit(basis=...) for other bases.")
+    return fit(X, y, lam, basis="rare", **kwargs)
+
+
+def fit_ranksvm(X, y, lam, **kwargs) -> RankModel:
+    """Kernel RankSVM (seed 000 eq. 6, smoothed): :func:`fit` with ``basis="all"``.
+
+    Needs the full m × m kernel matrix: refused beyond the memory budget.
+    """
+    if "basis" in kwargs:
+        raise TypeError("fit_ranksvm fixes basis='all'; use fit(basis=...) for other bases.")
+    return fit(X, y, lam, basis="all", **kwargs)

@@ -1,0 +1,196 @@
+"""The hot path: the biclass pairwise loss, its gradient and Hessian-vector product in O(m log m).
+
+For scores ``fp`` of the m+ positives and ``fn`` of the m− negatives, and a piecewise-quadratic
+loss ℓ (:mod:`jaxrank.losses`), these functions compute (seed 000 eq. 18-20, in score space)::
+
+    L(f)            = Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j)
+    ∂L/∂f_i         = Σ_j ℓ'(f_i − f_j)          ∂L/∂f_j = −Σ_i ℓ'(f_i − f_j)
+    (∇²L · d)_i     = Σ_{j∈Q(i)} ℓ''·(d_i − d_j)  (∇²L · d)_j = Σ_{i∈Q(j)} ℓ''·(d_j − d_i)
+
+without ever forming the m+ × m− pair matrix. Only the positives are sorted (m+ log m+, the
+small side on rare-class data). For each negative ``j`` the positives whose pair with ``j`` is in
+the linear piece (``f_i < f_j + lo``) are the sorted positives ``[0, a_j)``, those in the
+quadratic piece (``f_j + lo ≤ f_i < f_j + 1``) are ``[a_j, b_j)``; ``a_j`` and ``b_j`` come from
+``searchsorted`` (m− log m+). Then
+
+- per negative: window counts and sums over positives are differences of prefix sums of
+  ``1, f, f²`` (or of ``d``) over the sorted positives, gathered at ``a_j`` and ``b_j``;
+- per positive: window counts and sums over negatives come from a difference array — add a
+  negative's value at bin ``a_j``, subtract it at bin ``b_j`` (one ``segment_sum`` of 2m−
+  values into m+ + 1 bins) and take a cumulative sum over the m+ bins.
+
+The windows depend only on the current iterate, so :func:`windows` runs once per Newton step and
+:func:`hvp` reuses them in every CG step: O(m−) gathers and one scatter per product.
+
+Precision: scores are shifted by the mean positive score first (the loss only sees
+differences), and the per-positive difference array only receives negatives whose quadratic
+window is non-empty, so float32 sums do not carry the cancellation of m−-long prefix sums of
+large values.
+
+The explicit O(m+ m−) pair loop is the test oracle (``tests/test_pairwise.py``), never the
+implementation.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrank.losses import PiecewiseQuadratic
+
+__all__ = ["Windows", "hvp", "value_and_grad", "windows"]
+
+
+class Windows(NamedTuple):
+    """Which pairs lie in which piece of ℓ at the current scores (one Newton step's "sort").
+
+    Attributes:
+      order: ``(m+,)`` int32, positives in ascending score order.
+      sp: ``(m+,)`` sorted positive scores, shifted by their mean.
+      fn: ``(m−,)`` negative scores, shifted by the same amount.
+      a: ``(m−,)`` int32, sorted positives ``[0, a_j)`` are in negative j's linear piece.
+      b: ``(m−,)`` int32, sorted positives ``[a_j, b_j)`` are in its quadratic piece.
+      active: ``(m−,)`` bool, ``b_j > a_j`` (the negative has at least one quadratic pair).
+      nl: ``(m+,)`` int32, per sorted positive, the number of negatives in its linear piece.
+      nq: ``(m+,)`` int32, per sorted positive, the number of negatives in its quadratic piece.
+    """
+
+    order: jax.Array
+    sp: jax.Array
+    fn: jax.Array
+    a: jax.Array
+    b: jax.Array
+    active: jax.Array
+    nl: jax.Array
+    nq: jax.Array
+
+
+def _bin_cumsum(a: jax.Array, b: jax.Array, values: jax.Array, n_bins: int) -> jax.Array:
+    # Σ_{j: a_j ≤ k < b_j} values_j for k < n_bins, by a difference array over the bins.
+    ids = jnp.concatenate([a, b])
+    vals = jnp.concatenate([values, -values])
+    diff = jax.ops.segment_sum(vals, ids, num_segments=n_bins + 1)
+    return jnp.cumsum(diff[:n_bins])
+
+
+def _prefix(x: jax.Array) -> jax.Array:
+    return jnp.concatenate([jnp.zeros((1,), x.dtype), jnp.cumsum(x)])
+
+
+def windows(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Windows:
+    """Sort the positives and locate every negative's linear and quadratic windows.
+
+    Args:
+      fp: positive scores, shape ``(m+,)``.
+      fn: negative scores, shape ``(m−,)``.
+      loss: the piece boundaries of ℓ.
+
+    Returns:
+      The :class:`Windows` at these scores. Cost O(m+ log m+ + m− log m+).
+    """
+    dt = fp.dtype
+    n_pos = fp.shape[0]
+    order = jnp.argsort(fp).astype(jnp.int32)
+    fp_sorted = fp[order]
+    lo = jnp.asarray(loss.lo, dt)
+    # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
+    # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
+    a = jnp.searchsorted(fp_sorted, fn + lo, side="left").astype(jnp.int32)
+    b = jnp.searchsorted(fp_sorted, fn + 1, side="left").astype(jnp.int32)
+    shift = jnp.mean(fp)
+    sp = fp_sorted - shift
+    fn = fn - shift
+    active = b > a
+    ones = jnp.where(active, 1, 0).astype(jnp.int32)
+    nq = _bin_cumsum(a, b, ones, n_pos)
+    # a_j ≤ k counts every negative whose linear window ends at or before k.
+    a_le = jnp.cumsum(jax.ops.segment_sum(jnp.ones_like(a), a, num_segments=n_pos + 1)[:n_pos])
+    nl = fn.shape[0] - a_le
+    return Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
+
+
+def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
+    return jnp.zeros_like(x_sorted).at[order].set(x_sorted, unique_indices=True)
+
+
+def value_and_grad(
+    fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic
+) -> tuple[jax.Array, jax.Array, jax.Array, Windows]:
+    """``L(f) = Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j)`` and its gradient in score space.
+
+    Seed 000 eq. (18)-(20) with the sorted windows of DESIGN §3: per negative ``j`` (``u = f_j``,
+    ``w = 1 + u``, sorted positives ``s``, window ``[a, b)``, ``n = b − a``)::
+
+        Σ_i ℓ(s_i − u) = a (c + u) − Σ_{k<a} s_k + q (n w² − 2 w Σ_{a≤k<b} s_k + Σ_{a≤k<b} s_k²)
+        ∂L/∂u          = a + 2q (n w − Σ_{a≤k<b} s_k)
+
+    and per sorted positive ``k``: ``∂L/∂s_k = −nl_k − 2q Σ_{j∈Q(k)} (1 − s_k + f_j)``.
+
+    Args:
+      fp: positive scores ``(m+,)``.
+      fn: negative scores ``(m−,)``.
+      loss: the piece boundaries of ℓ.
+
+    Returns:
+      ``(value, grad_pos, grad_neg, windows)``: the unnormalised sum, ``(m+,)`` and ``(m−,)``
+      gradients, and the :class:`Windows` to reuse in :func:`hvp`.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import smoothed_hinge
+      >>> v, gp, gn, _ = value_and_grad(jnp.array([1.0]), jnp.array([0.0, 2.0]), smoothed_hinge())
+      >>> float(v)  # ℓ(1) + ℓ(−1) = 0 + 1.5
+      1.5
+    """
+    w = windows(fp, fn, loss)
+    dt = fp.dtype
+    q = jnp.asarray(loss.q, dt)
+    c = jnp.asarray(loss.c, dt)
+    P1 = _prefix(w.sp)
+    P2 = _prefix(w.sp * w.sp)
+    af = w.a.astype(dt)
+    nqn = (w.b - w.a).astype(dt)
+    S1 = P1[w.b] - P1[w.a]
+    S2 = P2[w.b] - P2[w.a]
+    u = w.fn
+    one_u = 1 + u
+    lin = af * (c + u) - P1[w.a]
+    quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
+    value = jnp.sum(lin + quad)
+    grad_neg = af + 2 * q * (nqn * one_u - S1)
+    # Σ_{j∈Q(k)} (1 + f_j): only active negatives enter the difference array.
+    sq = _bin_cumsum(w.a, w.b, jnp.where(w.active, one_u, 0), fp.shape[0])
+    grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
+    return value, _unsort(w.order, grad_sorted), grad_neg, w
+
+
+def hvp(
+    w: Windows, dp: jax.Array, dn: jax.Array, loss: PiecewiseQuadratic
+) -> tuple[jax.Array, jax.Array]:
+    """Hessian-vector product of ``L`` in score space, reusing a step's :class:`Windows`.
+
+    Each pair in the quadratic piece contributes ``2q (d_i − d_j)`` to positive ``i`` and
+    ``2q (d_j − d_i)`` to negative ``j`` (seed 000, the ``I^Q`` term of the Hessian after
+    eq. 20; DESIGN §3)::
+
+        (H d)_k = 2q (nq_k d_k − Σ_{j∈Q(k)} d_j)       (H d)_j = 2q (n_j d_j − Σ_{a_j≤k<b_j} d_k)
+
+    Args:
+      w: the windows from :func:`value_and_grad` at the current scores.
+      dp: direction on the positives ``(m+,)``.
+      dn: direction on the negatives ``(m−,)``.
+      loss: the piece boundaries of ℓ (only ``q`` is used).
+
+    Returns:
+      ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
+    """
+    dt = dp.dtype
+    q2 = 2 * jnp.asarray(loss.q, dt)
+    ds = dp[w.order]
+    DP = _prefix(ds)
+    h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (DP[w.b] - DP[w.a]))
+    sd = _bin_cumsum(w.a, w.b, jnp.where(w.active, dn, 0), dp.shape[0])
+    h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
+    return _unsort(w.order, h_sorted), h_neg
