@@ -349,8 +349,9 @@ def mauc(levels, scores, *, ties: Literal["strict", "half"] = "strict") -> jax.A
     :math:`m_r m_s` (not an unweighted mean over level pairs). The paper's indicator is strict,
     so tied cross-level pairs earn nothing (``ties="strict"``, the default); ``ties="half"``
     credits them 1/2, and then two levels give exactly :func:`auc`. It is the same loss
-    structure as the multi-level RankRC objective, eqs. (47)-(48): "level r vs all lower levels",
-    computed as :math:`R` sorted biclass counts, :math:`O(R\, n \log n)`.
+    structure as the multi-level RankRC objective, eqs. (47)-(48): "level r vs all lower levels".
+    Computed from one sort per score vector plus a prefix count per level,
+    :math:`O(n \log n + R\, n)`, without forming any pair matrix.
 
     Args:
       levels: integer ordinal labels of shape ``(n,)`` (any integers, or integral floats; only
@@ -404,18 +405,38 @@ def mauc(levels, scores, *, ties: Literal["strict", "half"] = "strict") -> jax.A
 
 @partial(jax.jit, static_argnames=("n_levels", "half"))
 def _mauc_kernel(scores, index, n_levels, half):
-    """Numerics of :func:`mauc`; ``index`` holds level ranks ``0 .. n_levels - 1``."""
+    """Numerics of :func:`mauc`; ``index`` ``(n,)`` holds level ranks ``0 .. n_levels - 1``.
+
+    One sort per row for all levels: with the scores sorted (level ranks as payload), entry ``i``'s
+    tie group is ``[lo_i, hi_i)`` in sorted order (``lo_i = #{s < s_i}``, ``hi_i = #{s <= s_i}``,
+    one batched binary search as in :func:`_pair_credit_row`). For each level ``r`` a prefix count
+    ``cum`` of "level below r" in sorted order gives ``#{j below r: s_j < s_i} = cum[lo_i]`` and
+    ``#{j below r: s_j <= s_i} = cum[hi_i]``. Cost ``O(n log n + R n)`` per row.
+    """
     s = _as_float_scores(scores)
+    batch, n = s.shape[:-1], s.shape[-1]
+    dtype = s.dtype
 
-    def level(r, carry):  # level r against every lower level: one biclass count
-        total, pairs = carry
-        pos, neg = index == r, index < r
-        pairs = pairs + _count(pos, s.dtype) * _count(neg, s.dtype)
-        pos, neg = jnp.broadcast_to(pos, s.shape), jnp.broadcast_to(neg, s.shape)
-        return total + _twice_correct_pairs(s, pos, neg, half=half), pairs
+    def row(srow):
+        s_sorted, level_sorted = jax.lax.sort((srow, index), num_keys=1)
+        table = jnp.stack([s_sorted, -s_sorted[::-1]])
+        found = jax.vmap(partial(jnp.searchsorted, side="left"))(table, jnp.stack([srow, -srow]))
+        found = found.astype(jnp.int32)
+        lo, hi = found[0], n - found[1]
 
-    init = (jnp.zeros(s.shape[:-1], dtype=s.dtype), jnp.zeros((), dtype=s.dtype))
-    total, pairs = jax.lax.fori_loop(1, n_levels, level, init)
+        def level(r, total):
+            below = (level_sorted < r).astype(jnp.int32)
+            cum = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(below, dtype=jnp.int32)])
+            credit = cum[lo] + cum[hi] if half else 2 * cum[lo]
+            credit = jnp.where(index == r, credit, 0)
+            return total + _exact_count_sum(credit, 2 * n, dtype)
+
+        return jax.lax.fori_loop(1, n_levels, level, jnp.zeros((), dtype))
+
+    total = jax.vmap(row)(s.reshape(math.prod(batch), n)).reshape(batch)
+    pairs = jnp.zeros((), dtype)
+    for r in range(1, n_levels):  # cheap scalar counts; unrolled
+        pairs = pairs + _count(index == r, dtype) * _count(index < r, dtype)
     return total / (2 * pairs)
 
 
@@ -468,6 +489,11 @@ def _from_counts(tp, fn, tn, fp, name):
     if name == "am":
         return (tpr + tnr) / 2
     return 1 - jnp.sqrt(((1 - tpr) ** 2 + (1 - tnr) ** 2) / 2)
+
+
+_PRED_DOC = """pred: predictions of shape ``(..., n)``: hard labels in ``{+1, -1}``, ``{1, 0}`` or
+        booleans, or real scores; an entry is predicted positive iff ``pred > 0`` (or ``True``),
+        so real scores are thresholded at 0 (a score of exactly 0 is negative)."""
 
 
 def am(y, pred) -> jax.Array:
@@ -533,7 +559,7 @@ def qm(y, pred) -> jax.Array:
     Example:
       >>> from jaxrank import metrics
       >>> float(metrics.qm([1, 1, -1, -1], [1, -1, -1, -1]))  # TPR = 1/2, TNR = 1
-      0.6464466...
+      0.64644...
     """
     return _confusion_metric(y, pred, "qm")
 

@@ -218,6 +218,20 @@ def test_mauc_matches_brute_count(n_levels, lead, ties):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    levels=st.lists(st.integers(min_value=0, max_value=2), min_size=20, max_size=20),
+    scores=st.lists(st.integers(min_value=-2, max_value=2), min_size=20, max_size=20),
+    half=st.booleans(),
+)
+def test_mauc_property_brute_count(levels, scores, half):
+    levels = np.array(levels)
+    levels[:3] = [0, 1, 2]  # three levels, fixed length: one compile per tie rule
+    s = np.array(scores, dtype=np.float64)
+    got = float(metrics.mauc(levels, s, ties="half" if half else "strict"))
+    assert abs(got - pair_mauc(levels, s, half=half)) < 1e-12
+
+
 def test_mauc_two_levels_is_auc_and_jits():
     rng = np.random.default_rng(6)
     pos, _ = labels(rng, 50, "bool")

@@ -1,0 +1,95 @@
+"""The trust-region Newton-CG against scipy's trust-ncg on the same objectives."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+from oracles import rank_grad_hess, rank_objective
+
+from jaxrank import kernels, losses
+from jaxrank.fit import _cholesky_precond, objective_closures
+from jaxrank.solver import Status, trust_ncg
+
+
+def _problem(seed, m=120, n_pos=15, d=3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    X[:n_pos] += 0.7
+    pos = np.zeros(m, bool)
+    pos[:n_pos] = True
+    k = kernels.Gaussian(sigma2=kernels.sigma2_heuristic(X))
+    K = np.asarray(k(jnp.asarray(X), jnp.asarray(X[:n_pos])))
+    return K, K[:n_pos], pos
+
+
+@pytest.mark.parametrize("lam", [1e-1, 1e-3])
+@pytest.mark.parametrize("loss_name", ["smoothed_hinge", "squared_hinge"])
+@pytest.mark.parametrize("precondition", [True, False])
+def test_rankrc_optimum_matches_scipy(lam, loss_name, precondition):
+    K, Krr, pos = _problem(0)
+    loss = losses.get_loss(loss_name, 0.5)
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    fun, hvp = objective_closures(jnp.asarray(K), jnp.asarray(Krr), lam, loss, n_pos, n_neg)
+    chol = _cholesky_precond(jnp.asarray(Krr)) if precondition else None
+    precond = (lambda r: (chol @ r) @ chol) if precondition else None
+    beta, info = jax.jit(
+        lambda b0: trust_ncg(fun, hvp, b0, tol=1e-11, max_iter=500, precond=precond)
+    )(jnp.zeros(n_pos))
+    assert int(info.status) in (Status.CONVERGED, Status.PRECISION)
+
+    F = lambda b: rank_objective(b, K, Krr, pos, lam, loss)
+    G = lambda b: rank_grad_hess(b, K, Krr, pos, lam, loss)[0]
+    Hp = lambda b, p: rank_grad_hess(b, K, Krr, pos, lam, loss)[1] @ p
+    ref = scipy.optimize.minimize(
+        F, np.zeros(n_pos), jac=G, hessp=Hp, method="trust-ncg", options=dict(gtol=1e-11)
+    )
+    # Same objective: the value at both optima, and the objective's own normalisation.
+    assert abs(float(info.objective) - ref.fun) <= 1e-8 * abs(ref.fun)
+    assert abs(F(np.asarray(beta)) - float(info.objective)) <= 1e-12 * abs(ref.fun)
+    # Same optimum: the scores f = Kβ are unique (strictly convex in f on span K_RR).
+    np.testing.assert_allclose(K @ np.asarray(beta), K @ ref.x, rtol=1e-6, atol=1e-6)
+
+
+def test_closures_match_pair_loop_gradient_and_hessian():
+    K, Krr, pos = _problem(1, m=60, n_pos=9)
+    loss = losses.smoothed_hinge(0.3)
+    lam = 0.01
+    fun, hvp = objective_closures(jnp.asarray(K), jnp.asarray(Krr), lam, loss, 9, 51)
+    rng = np.random.default_rng(0)
+    beta, v = rng.normal(size=9), rng.normal(size=9)
+    F, g, w = fun(jnp.asarray(beta))
+    og, oH = rank_grad_hess(beta, K, Krr, pos, lam, loss)
+    assert abs(float(F) - rank_objective(beta, K, Krr, pos, lam, loss)) < 1e-12
+    np.testing.assert_allclose(g, og, atol=1e-12)
+    np.testing.assert_allclose(hvp(w, jnp.asarray(v)), oH @ v, atol=1e-12)
+
+
+def test_quadratic_and_status_codes():
+    A = jnp.array([[3.0, 1.0], [1.0, 2.0]])
+    b = jnp.array([1.0, 1.0])
+    fun = lambda x: (0.5 * x @ A @ x - b @ x, A @ x - b, None)
+    x, info = trust_ncg(fun, lambda _, v: A @ v, jnp.zeros(2), tol=1e-12)
+    np.testing.assert_allclose(x, jnp.linalg.solve(A, b), atol=1e-12)
+    assert int(info.status) == Status.CONVERGED
+    _, info = trust_ncg(fun, lambda _, v: A @ v, jnp.zeros(2), tol=1e-12, max_iter=1)
+    assert int(info.status) == Status.MAX_ITER
+    nan_fun = lambda x: (jnp.nan * x[0], x * jnp.nan, None)
+    _, info = trust_ncg(nan_fun, lambda _, v: v, jnp.ones(2))
+    assert int(info.status) == Status.NONFINITE
+
+
+def test_vmapped_solver_equals_individual_solves():
+    A = jnp.array([[3.0, 1.0], [1.0, 2.0]])
+
+    def solve(shift):
+        fun = lambda x: (0.5 * x @ A @ x + shift * jnp.sum(x**4), A @ x + 4 * shift * x**3, x)
+        hvp = lambda x, v: A @ v + 12 * shift * x**2 * v
+        return trust_ncg(fun, hvp, jnp.ones(2), tol=1e-12)
+
+    shifts = jnp.array([0.0, 0.1, 10.0])
+    xb, ib = jax.vmap(solve)(shifts)
+    for k, s in enumerate(shifts):
+        x, i = solve(s)
+        np.testing.assert_allclose(xb[k], x, atol=1e-12)
+        assert int(ib.iterations[k]) == int(i.iterations)
