@@ -3,8 +3,9 @@
 Every metric is a pure function. :func:`auc`, :func:`mauc`, :func:`am`, :func:`qm` and :func:`f1`
 are written in JAX: they are vectorised over leading axes of the scores (a ``(L, n)`` block of
 scores for a grid of ``L`` regularisation values gives ``(L,)`` metrics), and :func:`auc`,
-:func:`am`, :func:`qm`, :func:`f1` can be called under :func:`jax.jit` and :func:`jax.vmap`.
-:func:`roc_curve` is numpy, like :func:`sklearn.metrics.roc_curve`.
+:func:`am`, :func:`qm`, :func:`f1` can be called under :func:`jax.jit` and :func:`jax.vmap`
+(:func:`mauc` too, with its integer ``levels`` concrete, e.g. closed over). :func:`roc_curve` is
+numpy, like :func:`sklearn.metrics.roc_curve`.
 
 Labels follow the library contract: ``y`` takes two values and the rare (positive) class is the one
 labelled ``+1``, ``1`` or ``True``; everything else is the negative (majority) class.
