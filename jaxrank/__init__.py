@@ -11,7 +11,7 @@ Example:
   >>> scores = model.decision_function(X)
 """
 
-from jaxrank import bases, kernels, losses, pairwise, solver
+from jaxrank import bases, datasets, kernels, losses, metrics, pairwise, solver
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
 from jaxrank.kernels import Gaussian, Linear, MemoryBudgetError, Polynomial
 from jaxrank.solver import SolverInfo, Status
@@ -28,11 +28,13 @@ __all__ = [
     "SolverInfo",
     "Status",
     "bases",
+    "datasets",
     "fit",
     "fit_rankrc",
     "fit_ranksvm",
     "kernels",
     "losses",
+    "metrics",
     "pairwise",
     "solver",
 ]

@@ -152,6 +152,7 @@ def trust_ncg(
     x0: jax.Array,
     *,
     tol: float | jax.Array = 1e-6,
+    floor: float | jax.Array = 0.0,
     max_iter: int = 200,
     max_cg: int = 25,
     precond: Callable[[jax.Array], jax.Array] | None = None,
@@ -164,6 +165,8 @@ def trust_ncg(
       hvp: ``(lin, v) -> H v`` at the point where ``lin`` was computed.
       x0: starting point (a 1-D array; warm starts pass the previous solution).
       tol: stop when ``||grad||_∞ ≤ tol`` (dynamic: changing it does not recompile).
+      floor: the gradient's own rounding error (e.g. ``eps·√m`` for a float32 sum over m
+        rows); reaching it stops with status ``PRECISION``: below it the gradient is noise.
       max_iter: cap on outer iterations (static).
       max_cg: cap on CG iterations per outer iteration (static; the paper uses 25).
       precond: ``r -> M⁻¹ r`` for a symmetric positive definite ``M``; the trust region is
@@ -184,6 +187,7 @@ def trust_ncg(
     precond = precond if precond is not None else (lambda r: r)
     dt = x0.dtype
     tol = jnp.asarray(tol, dt)
+    floor = jnp.asarray(floor, dt)
     rounding = jnp.asarray(8 * jnp.finfo(dt).eps, dt)
     value0, grad0, lin0 = fun(x0)
 
@@ -191,7 +195,7 @@ def trust_ncg(
         gmax = jnp.max(jnp.abs(grad))
         finite = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
         return jnp.select(
-            [~finite, gmax <= tol, pred_tiny, it >= max_iter],
+            [~finite, gmax <= tol, pred_tiny | (gmax <= floor), it >= max_iter],
             [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
             Status.RUNNING,
         ).astype(jnp.int32)
