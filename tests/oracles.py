@@ -51,7 +51,7 @@ def rank_objective(beta, K, Krr, pos, lam, loss):
 
 def rank_grad_hess(beta, K, Krr, pos, lam, loss):
     """Gradient and Hessian of F(β) by the pair loop (dense, for small problems)."""
-    lo, q, c = (float(v) for v in loss)
+    lo, q, _c = (float(v) for v in loss)
     f = K @ beta
     Kp, Kn = K[pos], K[~pos]
     fp, fn = f[pos], f[~pos]
