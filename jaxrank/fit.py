@@ -115,7 +115,9 @@ class RankModel:
         )
 
 
-def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, n_pos: int, n_neg: int):
+def objective_closures(
+    K, Krr, lam, loss: PiecewiseQuadratic, n_pos: int, n_neg: int, block: int | None = None
+):
     """``(fun, hvp)`` of the R-subset objective for :func:`~jaxrank.solver.trust_ncg`.
 
     Args:
@@ -124,6 +126,8 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, n_pos: int, n_neg:
       lam: regulariser λ.
       loss: piecewise-quadratic pairwise loss.
       n_pos, n_neg: class sizes (rows beyond ``n_pos + n_neg`` are padding).
+      block: rows per block of the two-level transpose product
+        (:func:`~jaxrank.kernels.rmatvec`; must divide ``m_pad``); ``None``: one plain product.
 
     Returns:
       ``fun(β) -> (F, ∇F, windows)`` and ``hvp(windows, v) -> ∇²F v``; each costs two products
@@ -134,31 +138,35 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, n_pos: int, n_neg:
     lam = jnp.asarray(lam, dt)
     pad = K.shape[0] - n_pos - n_neg
 
-    def to_rows(gp, gn):
-        return jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)]) * scale
+    def rmat(gp, gn):
+        g = jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)]) * scale
+        if block is None:
+            return jnp.matmul(g, K, precision=_HI)
+        return _kernels.rmatvec(g, K, block)
 
     def fun(beta):
         f = jnp.matmul(K, beta, precision=_HI)
         value, gp, gn, w = pairwise.value_and_grad(f[:n_pos], f[n_pos : n_pos + n_neg], loss)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
-        grad = jnp.matmul(to_rows(gp, gn), K, precision=_HI) + lam * kb
+        grad = rmat(gp, gn) + lam * kb
         return F, grad, w
 
     def hvp(w, v):
         d = jnp.matmul(K, v, precision=_HI)
         hp, hn = pairwise.hvp(w, d[:n_pos], d[n_pos : n_pos + n_neg], loss)
         kv = jnp.matmul(Krr, v, precision=_HI)
-        return jnp.matmul(to_rows(hp, hn), K, precision=_HI) + lam * kv
+        return rmat(hp, hn) + lam * kv
 
     return fun, hvp
 
 
 @functools.partial(
-    jax.jit, static_argnames=("n_pos", "n_neg", "max_iter", "max_cg", "path", "use_chol")
+    jax.jit,
+    static_argnames=("n_pos", "n_neg", "block", "max_iter", "max_cg", "path", "use_chol"),
 )
-def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, n_pos, n_neg, max_iter, max_cg, path,
-           use_chol):  # fmt: skip
+def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, n_pos, n_neg, block, max_iter, max_cg,
+           path, use_chol):  # fmt: skip
     if use_chol:
         # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
         # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
@@ -167,7 +175,7 @@ def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, n_pos, n_neg, max_ite
         precond = None
 
     def single(lam, b0):
-        fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg)
+        fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
         return trust_ncg(fun, hvp, b0, tol=tol, floor=floor, max_iter=max_iter,
                          max_cg=max_cg, precond=precond)  # fmt: skip
 
@@ -307,7 +315,8 @@ def fit(
     n_neg = int(pos.size - n_pos)
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
     nb = idx.size
-    rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize)
+    block = _kernels.product_block(X.shape[0])
+    rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize, block)
     _kernels.check_memory(
         (rows * n_chunks + nb) * nb * dt.itemsize,
         memory_budget,
@@ -316,14 +325,16 @@ def fit(
 
     Xd = jnp.asarray(X, dt)
     B = Xd[jnp.asarray(idx)]
-    K = _kernels.kernel_block(kernel, Xd[jnp.asarray(order)], B, padded=True)
+    K = _kernels.kernel_block(kernel, Xd[jnp.asarray(order)], B, padded=True, multiple=block)
     Krr = kernel(B, B)
     chol = _cholesky_precond(Krr) if precondition == "cholesky" else None
     # The gradient is a difference of two sums over m rows (positives pull, negatives push)
-    # that cancel at the optimum; their rounding error, about eps·√m·max|k|, is the smallest
-    # gradient this dtype can resolve (≈ 2e-5 in float32 at m = 10⁵: DESIGN §5).
+    # that cancel at the optimum; with the two-level product their rounding error is about
+    # eps·(√block + √(m/block))·max|k|: the smallest gradient this dtype resolves (≈ 2e-6 in
+    # float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, DESIGN §5).
     kmax = float(jnp.max(jnp.abs(jnp.diag(Krr))))
-    floor = float(np.finfo(dt).eps) * math.sqrt(X.shape[0]) * max(kmax, 1.0)
+    depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)
+    floor = float(np.finfo(dt).eps) * depth * max(kmax, 1.0)
 
     L = lams.size
     if path == "warm":
@@ -338,8 +349,8 @@ def fit(
         K, Krr, chol if chol is not None else Krr, jnp.asarray(lams[sort], dt), beta0,
         jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),
         jnp.asarray(floor, dt),
-        n_pos=n_pos, n_neg=n_neg, max_iter=int(max_iter), max_cg=int(max_cg), path=path,
-        use_chol=chol is not None,
+        n_pos=n_pos, n_neg=n_neg, block=block, max_iter=int(max_iter), max_cg=int(max_cg),
+        path=path, use_chol=chol is not None,
     )  # fmt: skip
     unsort = np.argsort(sort)
     betas = betas[unsort]

@@ -33,7 +33,9 @@ __all__ = [
     "kernel_block",
     "linear",
     "polynomial",
+    "product_block",
     "resolve_kernel",
+    "rmatvec",
     "sigma2_heuristic",
     "stream_matvec",
 ]
@@ -221,15 +223,44 @@ def check_memory(nbytes: int, budget: int | None, what: str) -> None:
         )
 
 
-def chunk_rows(n: int, width: int, itemsize: int) -> tuple[int, int]:
+def chunk_rows(n: int, width: int, itemsize: int, multiple: int = 1) -> tuple[int, int]:
     """Return ``(rows_per_chunk, n_chunks)`` so a ``(rows, width)`` chunk is about 32 MiB.
 
-    The padding ``rows_per_chunk * n_chunks - n`` is smaller than ``n_chunks``.
+    ``rows_per_chunk`` is a multiple of ``multiple``; the padding
+    ``rows_per_chunk * n_chunks - n`` is smaller than ``n_chunks * multiple``.
     """
     n_chunks = max(1, math.ceil(n * max(width, 1) * itemsize / _CHUNK_BYTES))
-    n_chunks = min(n_chunks, n)
-    rows = math.ceil(n / n_chunks)
+    n_chunks = min(n_chunks, max(1, n // multiple))
+    rows = math.ceil(n / n_chunks / multiple) * multiple
     return rows, n_chunks
+
+
+def product_block(n: int) -> int:
+    """Rows per block of the two-level transpose product :func:`rmatvec`: ≈ √n, a power of 2."""
+    return int(min(4096, max(64, 2 ** round(math.log2(max(n, 1)) / 2))))
+
+
+def rmatvec(g: jax.Array, K: jax.Array, block: int) -> jax.Array:
+    """``g @ K`` summed in two levels: per block of ``block`` rows, then over blocks.
+
+    The gradient ``K_{·R}ᵀ g_f`` is a difference of two large sums (positives pull, negatives
+    push) that cancel near the optimum. A float32 sum over m rows in one pass carries an error of
+    order ``eps·√m``; summing ``√m`` blocks of ``√m`` rows cuts it to order ``eps·m^{1/4}``
+    (about 10x at m = 10⁵), at the same speed: the blocks form one batched product.
+
+    Args:
+      g: ``(m,)`` weights (``m`` a multiple of ``block``).
+      K: ``(m, p)``.
+      block: rows per block.
+
+    Returns:
+      ``(p,)``.
+    """
+    C = K.shape[0] // block
+    part = jnp.einsum(
+        "cr,crk->ck", g.reshape(C, block), K.reshape(C, block, K.shape[1]), precision=_HI
+    )
+    return jnp.sum(part, axis=0)
 
 
 def _pad_rows(X: jax.Array, rows: int, n_chunks: int) -> jax.Array:
@@ -237,7 +268,7 @@ def _pad_rows(X: jax.Array, rows: int, n_chunks: int) -> jax.Array:
     return jnp.pad(X, ((0, pad), (0, 0))) if pad else X
 
 
-def kernel_block(kernel: Kernel, X, B, *, padded: bool = False) -> jax.Array:
+def kernel_block(kernel: Kernel, X, B, *, padded: bool = False, multiple: int = 1) -> jax.Array:
     """The kernel block ``K_{·R} = k(X, B)`` built in row chunks.
 
     Each chunk of rows is computed by one ``lax.map`` step and written into the output, so the
@@ -249,6 +280,7 @@ def kernel_block(kernel: Kernel, X, B, *, padded: bool = False) -> jax.Array:
       B: basis rows, shape ``(p, d)``.
       padded: return the block with ``n`` rounded up to a whole number of chunks (padding rows
         are the kernel at the zero vector). The fit uses this to avoid a copy of the block.
+      multiple: make the rows per chunk (so the padded row count) a multiple of this.
 
     Returns:
       Array of shape ``(n, p)`` (or ``(n_padded, p)``) in ``X``'s dtype.
@@ -260,7 +292,7 @@ def kernel_block(kernel: Kernel, X, B, *, padded: bool = False) -> jax.Array:
     """
     X = jnp.asarray(X)
     B = jnp.asarray(B, X.dtype)
-    rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize)
+    rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize, multiple)
     K = _block(kernel, _pad_rows(X, rows, n_chunks), B, rows)
     return K if padded else K[: X.shape[0]]
 
