@@ -11,10 +11,12 @@ What is measured, per size:
 1. **fit** at λ = 2⁻⁸: wall time of ``jaxrank.fit`` (the first call, with compilation, and the
    median of ``--repeats`` further calls; each call builds the kernel block), Newton and CG
    iterations, status. **Memory**: the process's peak RSS (``getrusage``) after the fit stages,
-   next to the bytes of the kernel block ``K_{·R}`` (m × |R|); ``peak/K`` near 1 plus the
-   baseline (Python + JAX + data, reported separately) means the block is the only big array.
+   next to the bytes of the kernel block ``K_{·R}`` (m × |R|). ``base`` is the RSS before the
+   first fit (Python, JAX, the data); ``(peak-base)/K`` near 1 means the block is the only big
+   array (at small m, compilation dominates both and the ratios mean nothing).
 2. **λ grid** 2^{-20,-18,…,10} (16 values): ``path="batch"`` (vmapped solver, one matrix-matrix
-   product per CG step), ``path="warm"`` (large → small λ, warm starts), and the same 16 λ as 16
+   product per CG step), ``path="warm"`` (large → small λ, warm starts; ``warm4``: in steps of
+   4 consecutive λ solved batched, ``chains=4``), and the same 16 λ as 16
    separate ``jaxrank.fit`` calls ("seq"; skipped with ``--skip-seq`` and at m ≥ 10⁶). Ratios
    ``batch/seq`` and ``warm/seq`` below 1 mean the grid path wins; seq rebuilds the kernel block
    in each of its 16 calls, as a user looping over λ would.
@@ -30,17 +32,23 @@ What is measured, per size:
 4. **Naive** baseline where the m+ × m− pair matrix has ≤ 2·10⁸ entries: the same objective
    written with ``fp[:, None] - fn[None, :]``, differentiated by ``jax.grad`` (value+gradient)
    and ``jax.jvp(jax.grad)`` (Hv; it recomputes the forward pass, which is what autodiff gives
-   without hand-written window reuse). ``speed-up`` = naive time / ours; ``rel.diff`` checks
-   that both compute the same numbers.
+   without hand-written window reuse). ``speed-up`` = naive time / ours; ``rel.diff`` (max-abs
+   difference over max-abs value, at a β perturbed off the optimum so that the gradient is not
+   ~0) checks that both compute the same numbers.
 
-All timings are medians over repeats after a warm-up call, with ``jax.block_until_ready``.
-The CPU machines are shared: expect noise of tens of percent; compare ratios, not digits.
+All timings are medians over repeats after a warm-up call, with ``jax.block_until_ready``
+(fits: the first call is the warm-up and is reported as "1st"; a fit stage whose first call
+times ``--repeats`` exceeds ``--stage-budget`` seconds is repeated fewer times, at least once,
+and the JSON records how many). The CPU machines are shared: expect noise of tens of percent;
+compare ratios, not digits. On GPU, peak device memory (``memory_stats``) is reported too.
 
 Usage::
 
     python bench/core.py                       # m = 1e4, 1e5, 1e6 (needs ~8 GB and minutes)
     python bench/core.py --sizes 10000 100000 --repeats 3
-    python bench/core.py --quick               # m = 2000, 5000; < 60 s (CI)
+    python bench/core.py --quick               # m = 2000, 5000; < 60 s (CI smoke test: the two
+                                               # sizes run side by side, --jobs 2)
+    python bench/core.py --sizes 1000000 --repeats 1   # seq is skipped from 10⁶ on
 
 Writes ``bench/out/core.json`` (or ``--out``) with the environment, every timing and ratio.
 """
@@ -108,19 +116,24 @@ def _info(model) -> dict:
     return info
 
 
-def _timed_fit(fn, repeats: int) -> tuple[object, dict]:
-    """First call (with compile) and the median of ``repeats`` more; warnings recorded."""
+def _timed_fit(fn, repeats: int, budget: float) -> tuple[object, dict]:
+    """First call (with compile), then the median of up to ``repeats`` more; warnings recorded.
+
+    Fewer repeats (at least one) when ``repeats`` times the first call would exceed ``budget``
+    seconds: a 10⁶-row grid takes minutes a call. The count used is in the result.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out, first = C.time_first(fn)
-        timing = C.time_median(fn, repeats=repeats, warmup=0)
+        n = max(1, min(repeats, int(budget // max(first, 1e-9))))
+        timing = C.time_median(fn, repeats=n, warmup=0)
     msgs = sorted({str(w.message) for w in caught})
-    return out, {"first": first, **timing, "warnings": msgs}
+    return out, {"first": first, **timing, "repeats": n, "warnings": msgs}
 
 
-def bench_single(X, y, repeats: int) -> tuple[object, dict]:
+def bench_single(X, y, repeats: int, budget: float) -> tuple[object, dict]:
     """Stage 1: one λ, end to end."""
-    model, t = _timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats)
+    model, t = _timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats, budget)
     return model, {"lam": LAM, "time": t, "info": _info(model)}
 
 
@@ -128,20 +141,29 @@ def _seq_fits(X, y):
     return [jaxrank.fit(X, y, float(lam), dtype=DTYPE) for lam in LAM_GRID]
 
 
-def bench_grid(X, y, repeats: int, seq: bool) -> tuple[object, dict]:
+# The grid solvers compared: all 16 λ vmapped cold; the sequential warm path; the warm path
+# in steps of 4 consecutive λ solved batched (each warm-started 4 places up the grid).
+GRID_PATHS = {
+    "batch": dict(path="batch"),
+    "warm": dict(path="warm", chains=1),
+    "warm4": dict(path="warm", chains=4),
+}
+
+
+def bench_grid(X, y, repeats: int, seq: bool, budget: float) -> tuple[object, dict]:
     """Stage 2: the 16-value λ grid batched, warm-started and (optionally) one λ at a time."""
     out = {"lams": LAM_GRID.tolist()}
     models = {}
-    for path in ("batch", "warm"):
-        fn = lambda path=path: jaxrank.fit(X, y, LAM_GRID, path=path, dtype=DTYPE)
-        models[path], t = _timed_fit(fn, repeats)
-        out[path] = {"time": t, "info": _info(models[path])}
+    for name, kw in GRID_PATHS.items():
+        fn = lambda kw=kw: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE, **kw)
+        models[name], t = _timed_fit(fn, repeats, budget)
+        out[name] = {"time": t, "info": _info(models[name])}
     if seq:
-        fits, t = _timed_fit(lambda: _seq_fits(X, y), repeats)
+        fits, t = _timed_fit(lambda: _seq_fits(X, y), repeats, budget)
         infos = [_info(f) for f in fits]
         out["seq"] = {"time": t, "info": {k: [i[k] for i in infos] for k in infos[0]}}
-        for path in ("batch", "warm"):
-            out[f"{path}/seq"] = out[path]["time"]["median"] / t["median"]
+        for name in GRID_PATHS:
+            out[f"{name}/seq"] = out[name]["time"]["median"] / t["median"]
     return models["batch"], out
 
 
@@ -322,7 +344,7 @@ def _progress(m: int, t0: float, what: str) -> None:
     print(f"  m = {m}: {what} ({time.perf_counter() - t0:.1f} s)", flush=True)
 
 
-def run_size(m: int, repeats: int, skip_seq: bool) -> dict:
+def run_size(m: int, repeats: int, skip_seq: bool, budget: float) -> dict:
     """Every stage for one size; memory snapshots between stages."""
     rho = rho_for(m)
     t0 = time.perf_counter()
@@ -331,11 +353,11 @@ def run_size(m: int, repeats: int, skip_seq: bool) -> dict:
     res["data_seconds"] = time.perf_counter() - t0
     mem = {"rss_after_data": C.current_rss_bytes()}
     _progress(m, t0, "data")
-    model, res["single"] = bench_single(X, y, repeats)
+    model, res["single"] = bench_single(X, y, repeats, budget)
     mem["peak_after_single"] = C.peak_rss_bytes()
     _progress(m, t0, "fit")
     seq = not skip_seq and m < 1_000_000
-    grid_model, res["grid"] = bench_grid(X, y, repeats, seq)
+    grid_model, res["grid"] = bench_grid(X, y, repeats, seq, budget)
     mem["peak_after_grid"] = C.peak_rss_bytes()
     mem["device_peak_after_fits"] = C.device_peak_bytes()
     _progress(m, t0, "λ grid")
@@ -346,6 +368,7 @@ def run_size(m: int, repeats: int, skip_seq: bool) -> dict:
     _progress(m, t0, "products")
     res["naive"] = bench_naive(blk, model, res["products"], repeats)
     mem["peak_total"] = C.peak_rss_bytes()
+    mem["device_peak_total"] = C.device_peak_bytes()
     _progress(m, t0, "naive")
     mem["K_bytes"] = m * res["n_basis"] * np.dtype(DTYPE).itemsize
     mem["K_bytes_padded"] = int(blk["K"].nbytes)
@@ -360,7 +383,8 @@ def run_size(m: int, repeats: int, skip_seq: bool) -> dict:
 
 def _child_cmd(m: int, out: Path, args) -> list[str]:
     cmd = [sys.executable, __file__, "--child", str(m), "--child-out", str(out)]
-    return cmd + ["--repeats", str(args.repeats)] + (["--skip-seq"] if args.skip_seq else [])
+    cmd += ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
+    return cmd + (["--skip-seq"] if args.skip_seq else [])
 
 
 def _child_result(m: int, out: Path, code: int) -> dict:
@@ -441,14 +465,16 @@ def print_grid(results: list[dict]) -> None:
         rows.append(
             [
                 str(r["m"]), _s(g["batch"]["time"]["first"]), _s(g["batch"]["time"]["median"]),
-                _s(g["warm"]["time"]["first"]), _s(g["warm"]["time"]["median"]),
+                _s(g["warm"]["time"]["median"]), _s(g["warm4"]["time"]["median"]),
                 _s(seq["time"]["median"]) if seq else "-", _r(g.get("batch/seq")),
-                _r(g.get("warm/seq")), _iters(g["batch"]["info"]), _iters(g["warm"]["info"]),
+                _r(g.get("warm/seq")), _r(g.get("warm4/seq")), _iters(g["batch"]["info"]),
+                _iters(g["warm"]["info"]), _iters(g["warm4"]["info"]),
                 _iters(seq["info"]) if seq else "-", _status(g["batch"]["info"]),
             ]
         )  # fmt: skip
-    header = ["m", "batch 1st", "batch", "warm 1st", "warm", "seq", "batch/seq", "warm/seq",
-              "Newton max/sum: batch", "warm", "seq", "batch status"]  # fmt: skip
+    header = ["m", "batch 1st", "batch", "warm", "warm4", "seq", "batch/seq", "warm/seq",
+              "warm4/seq", "Newton max/sum: batch", "warm", "warm4", "seq",
+              "batch status"]  # fmt: skip
     _print_table("(2) 16-value λ grid 2^-20..2^10 (medians; seq = 16 fit calls)", header, rows)
 
 
@@ -503,7 +529,7 @@ def print_all(results: list[dict]) -> None:
     print_naive(ok)
     for r in ok:
         for stage, t in [("fit", r["single"]["time"])] + [
-            (f"grid/{k}", r["grid"][k]["time"]) for k in ("batch", "warm", "seq") if k in r["grid"]
+            (f"grid/{k}", r["grid"][k]["time"]) for k in (*GRID_PATHS, "seq") if k in r["grid"]
         ]:
             for msg in t["warnings"]:
                 print(f"\nwarning (m = {r['m']}, {stage}): {msg}")
@@ -518,6 +544,12 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help=f"tiny sizes {QUICK_SIZES} (CI)")
     p.add_argument("--out", type=Path, default=C.OUT_DIR / "core.json", help="JSON output")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
+    p.add_argument(
+        "--stage-budget",
+        type=float,
+        default=300.0,
+        help="seconds: fewer fit repeats (>= 1) when repeats x first call exceeds this",
+    )
     p.add_argument("--skip-seq", action="store_true", help="skip the 16 one-λ fits")
     p.add_argument("--in-process", action="store_true", help="no subprocess per size")
     p.add_argument(
@@ -538,7 +570,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.child is not None:
-        res = run_size(args.child, args.repeats, args.skip_seq)
+        res = run_size(args.child, args.repeats, args.skip_seq, args.stage_budget)
         C.write_json(args.child_out, res)
         print(f"m = {args.child}: done in {res['seconds']:.1f} s", flush=True)
         return 0
@@ -547,7 +579,7 @@ def main(argv=None) -> int:
           f"{env['cpu_count']} CPUs, {DTYPE}, d = {D}, sizes {args.sizes}", flush=True)  # fmt: skip
     t0 = time.perf_counter()
     if args.in_process:
-        results = [run_size(m, args.repeats, args.skip_seq) for m in args.sizes]
+        results = [run_size(m, args.repeats, args.skip_seq, args.stage_budget) for m in args.sizes]
     else:
         results = run_children(args.sizes, args)
     print_all(results)
@@ -565,6 +597,7 @@ def main(argv=None) -> int:
             "lam": LAM,
             "lam_grid": LAM_GRID.tolist(),
             "repeats": args.repeats,
+            "stage_budget": args.stage_budget,
             "skip_seq": args.skip_seq,
             "quick": args.quick,
             "naive_max_pairs": NAIVE_MAX_PAIRS,
