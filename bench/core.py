@@ -264,9 +264,11 @@ def bench_products(blk: dict, model, grid_model, repeats: int) -> dict:
     r["value_grad"] = tm(lambda: _fun1(K, Krr, lam, model.coef, loss, **st))
     r["KV"] = tm(_matmul, K, V.T)
     r["GK"] = tm(_matmul, G, K)
-    ws = _funB(K, Krr, lams, grid_model.coef, loss, **st)[2]
+    # the 16 grid solutions, or (--skip-grid) 16 copies of the single-λ solution
+    coefB = grid_model.coef if grid_model is not None else jnp.tile(model.coef, (N_COLS, 1))
+    ws = _funB(K, Krr, lams, coefB, loss, **st)[2]
     r["hvp16"] = tm(lambda: _hvpB(K, Krr, lams, ws, V, loss, **st))
-    r["value_grad16"] = tm(lambda: _funB(K, Krr, lams, grid_model.coef, loss, **st))
+    r["value_grad16"] = tm(lambda: _funB(K, Krr, lams, coefB, loss, **st))
     r.update(_bandwidth(K, r["Kv"], repeats))
     r["hvp/(Kv+gK)"] = r["hvp"] / (r["Kv"] + r["gK"])
     r["hvp/stream"] = r["hvp"] / r["stream_K_twice"]
@@ -344,7 +346,7 @@ def _progress(m: int, t0: float, what: str) -> None:
     print(f"  m = {m}: {what} ({time.perf_counter() - t0:.1f} s)", flush=True)
 
 
-def run_size(m: int, repeats: int, skip_seq: bool, budget: float) -> dict:
+def run_size(m: int, repeats: int, skip_seq: bool, budget: float, skip_grid: bool = False) -> dict:
     """Every stage for one size; memory snapshots between stages."""
     rho = rho_for(m)
     t0 = time.perf_counter()
@@ -357,7 +359,7 @@ def run_size(m: int, repeats: int, skip_seq: bool, budget: float) -> dict:
     mem["peak_after_single"] = C.peak_rss_bytes()
     _progress(m, t0, "fit")
     seq = not skip_seq and m < 1_000_000
-    grid_model, res["grid"] = bench_grid(X, y, repeats, seq, budget)
+    grid_model, res["grid"] = (None, None) if skip_grid else bench_grid(X, y, repeats, seq, budget)
     mem["peak_after_grid"] = C.peak_rss_bytes()
     mem["device_peak_after_fits"] = C.device_peak_bytes()
     _progress(m, t0, "λ grid")
@@ -384,7 +386,11 @@ def run_size(m: int, repeats: int, skip_seq: bool, budget: float) -> dict:
 def _child_cmd(m: int, out: Path, args) -> list[str]:
     cmd = [sys.executable, __file__, "--child", str(m), "--child-out", str(out)]
     cmd += ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
-    return cmd + (["--skip-seq"] if args.skip_seq else [])
+    return (
+        cmd
+        + (["--skip-seq"] if args.skip_seq else [])
+        + (["--skip-grid"] if args.skip_grid else [])
+    )
 
 
 def _child_result(m: int, out: Path, code: int) -> dict:
@@ -524,7 +530,7 @@ def print_all(results: list[dict]) -> None:
     if not ok:
         return
     print_fit(ok)
-    print_grid(ok)
+    print_grid([r for r in ok if r.get("grid")])
     print_products(ok)
     print_naive(ok)
     for r in ok:
@@ -551,6 +557,7 @@ def parse_args(argv=None):
         help="seconds: fewer fit repeats (>= 1) when repeats x first call exceeds this",
     )
     p.add_argument("--skip-seq", action="store_true", help="skip the 16 one-λ fits")
+    p.add_argument("--skip-grid", action="store_true", help="skip the λ-grid stage")
     p.add_argument("--in-process", action="store_true", help="no subprocess per size")
     p.add_argument(
         "--jobs", type=int, default=None, help="sizes run at once (default 1; --quick: 2)"
@@ -570,7 +577,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.child is not None:
-        res = run_size(args.child, args.repeats, args.skip_seq, args.stage_budget)
+        res = run_size(args.child, args.repeats, args.skip_seq, args.stage_budget, args.skip_grid)
         C.write_json(args.child_out, res)
         print(f"m = {args.child}: done in {res['seconds']:.1f} s", flush=True)
         return 0
@@ -579,7 +586,10 @@ def main(argv=None) -> int:
           f"{env['cpu_count']} CPUs, {DTYPE}, d = {D}, sizes {args.sizes}", flush=True)  # fmt: skip
     t0 = time.perf_counter()
     if args.in_process:
-        results = [run_size(m, args.repeats, args.skip_seq, args.stage_budget) for m in args.sizes]
+        results = [
+            run_size(m, args.repeats, args.skip_seq, args.stage_budget, args.skip_grid)
+            for m in args.sizes
+        ]
     else:
         results = run_children(args.sizes, args)
     print_all(results)

@@ -117,7 +117,9 @@ def check_X_y(X, y) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_positive(value, name: str) -> float:
-    """Return ``value`` as a float after checking it is finite and > 0."""
+    """Return ``value`` as a float after checking it is finite and > 0 (a bool is refused)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a positive number, got {value!r}.")
     try:
         v = float(value)
     except (TypeError, ValueError) as err:

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._validation import check_X
+from jaxrank._validation import check_positive, check_X
 
 __all__ = [
     "RareClassCenters",
@@ -84,13 +84,7 @@ def _resolve_key(key, seed) -> jax.Array:
     if key is not None and seed is not None:
         raise ValueError("pass exactly one of key= and seed=, not both.")
     if seed is not None:
-        if isinstance(seed, bool):
-            raise ValueError(f"seed must be an integer, got {seed!r}.")
-        try:
-            seed = operator.index(seed)
-        except TypeError as err:
-            raise ValueError(f"seed must be an integer, got {seed!r}.") from err
-        return jax.random.key(seed)
+        return jax.random.key(_check_int(seed, "seed", -(2**63)))
     if isinstance(key, int | np.integer):
         raise ValueError(
             f"key must be a jax.random.key, got the integer {key!r}; pass seed={key!r} instead."
@@ -189,18 +183,6 @@ def _check_int(value, name: str, minimum: int) -> int:
     return v
 
 
-def _check_sigma(sigma) -> float:
-    if isinstance(sigma, bool):
-        raise ValueError(f"sigma must be a positive number, got {sigma!r}.")
-    try:
-        s = float(sigma)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"sigma must be a positive number, got {sigma!r}.") from err
-    if not math.isfinite(s) or s <= 0:
-        raise ValueError(f"sigma must be finite and > 0, got {sigma!r}.")
-    return s
-
-
 def _majority_centers(pos: np.ndarray, t: float) -> np.ndarray:
     """``t * mu_i + (1 - t) * mu_j`` for every pair ``i > j``, shape ``(15, d)``."""
     i, j = np.tril_indices(pos.shape[0], k=-1)  # row-major: (1,0), (2,0), (2,1), (3,0), ...
@@ -251,7 +233,7 @@ def rare_class_centers(
     """
     t = _check_real(t, "t", 0.0, 1.0, lo_open=False, hi_open=False)
     d = _check_int(d, "d", 1)
-    sigma = _check_sigma(sigma)
+    sigma = check_positive(sigma, "sigma")
     key = _resolve_key(key, seed)
     u = _uniform01(key, N_RARE_COMPONENTS * d).reshape(N_RARE_COMPONENTS, d)
     pos = 2.0 * u - 1.0
@@ -276,7 +258,7 @@ def _check_centers(centers) -> RareClassCenters:
         )
     if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(neg))):
         raise ValueError("centers contain NaN or infinite values.")
-    sigma = _check_sigma(centers.sigma)
+    sigma = check_positive(centers.sigma, "sigma")
     t = float(centers.t) if centers.t is not None else float("nan")
     return RareClassCenters(pos=pos, neg=neg, sigma=sigma, t=t)
 
@@ -347,7 +329,7 @@ def make_rare_class(
     if d is not None:
         d = _check_int(d, "d", 1)
     if sigma is not None:
-        sigma = _check_sigma(sigma)
+        sigma = check_positive(sigma, "sigma")
     key = _resolve_key(key, seed)
     k_centers, k_samples = jax.random.split(key)
 
