@@ -426,6 +426,8 @@ def _r(x) -> str:
 
 
 def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    if not rows:
+        return
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(f"\n{title}")
     print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
@@ -535,7 +537,9 @@ def print_all(results: list[dict]) -> None:
     print_naive(ok)
     for r in ok:
         for stage, t in [("fit", r["single"]["time"])] + [
-            (f"grid/{k}", r["grid"][k]["time"]) for k in (*GRID_PATHS, "seq") if k in r["grid"]
+            (f"grid/{k}", r["grid"][k]["time"])
+            for k in (*GRID_PATHS, "seq")
+            if k in (r["grid"] or {})
         ]:
             for msg in t["warnings"]:
                 print(f"\nwarning (m = {r['m']}, {stage}): {msg}")

@@ -333,8 +333,8 @@ def fit(
     nb = idx.size
     block = _kernels.product_block(X.shape[0])
     rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize, block)
-    _kernels.check_memory(
-        (rows * n_chunks + nb) * nb * dt.itemsize,
+    _kernels.check_memory(  # the block, K_RR and its inverse Cholesky factor
+        (rows * n_chunks + 2 * nb) * nb * dt.itemsize,
         memory_budget,
         f"the kernel block ({X.shape[0]} x {nb})",
     )
@@ -363,7 +363,11 @@ def fit(
     if init is None:
         beta0 = jnp.zeros((sort.size, nb), dt)
     else:
-        beta0 = jnp.broadcast_to(jnp.asarray(init, dt), (sort.size, nb))
+        init = np.asarray(init, dt)
+        if init.shape not in ((nb,), (L, nb)):
+            raise ValueError(f"init must have shape ({nb},) or ({L}, {nb}), got {init.shape}.")
+        init = init[sort] if init.ndim == 2 else init
+        beta0 = jnp.broadcast_to(jnp.asarray(init), (sort.size, nb))
     betas, info = _solve(
         K, Krr, chol if chol is not None else Krr, jnp.asarray(lams[sort], dt), beta0,
         jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),

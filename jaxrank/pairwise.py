@@ -67,16 +67,153 @@ class Windows(NamedTuple):
     nq: jax.Array
 
 
+# Every operator is written once, natively over a leading batch axis ``(B, n)`` with flat
+# (offset) indices, so that a λ grid batched by ``jax.vmap`` runs one 1-D gather / scatter over
+# all members instead of JAX's generic batched gathers and scatters (3x slower on CPU). The
+# public single-problem functions are ``custom_vmap`` wrappers of the batched ones.
+
+
+def _offsets(B: int, width: int) -> jax.Array:
+    return (jnp.arange(B, dtype=jnp.int32) * width)[:, None]
+
+
+def _flat_take(x: jax.Array, idx: jax.Array) -> jax.Array:
+    # x[b, idx[b, j]] for every row b, as one 1-D gather.
+    B, n = x.shape
+    return x.ravel()[(idx + _offsets(B, n)).ravel()].reshape(idx.shape)
+
+
+def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
+    # Per row b: #{k : sorted_rows[b, k] < q[b, j]} (numpy's side="left"), by bisection with
+    # flat gathers; ceil(log2(n + 1)) steps over all B·N queries.
+    B, n = sorted_rows.shape
+    flat = sorted_rows.ravel()
+    off = _offsets(B, n)
+    lo = jnp.zeros(q.shape, jnp.int32)
+    hi = jnp.full(q.shape, n, jnp.int32)
+
+    def step(_, lohi):
+        lo, hi = lohi
+        mid = (lo + hi) // 2
+        go_right = flat[jnp.minimum(mid, n - 1) + off] < q
+        go_right = go_right & (lo < hi)
+        return jnp.where(go_right, mid + 1, lo), jnp.where(go_right | (lo >= hi), hi, mid)
+
+    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), step, (lo, hi))
+    return lo
+
+
 def _bin_cumsum(a: jax.Array, b: jax.Array, values: jax.Array, n_bins: int) -> jax.Array:
-    # Σ_{j: a_j ≤ k < b_j} values_j for k < n_bins, by a difference array over the bins.
-    ids = jnp.concatenate([a, b])
-    vals = jnp.concatenate([values, -values])
-    diff = jax.ops.segment_sum(vals, ids, num_segments=n_bins + 1)
-    return jnp.cumsum(diff[:n_bins])
+    # Per row: Σ_{j: a_j ≤ k < b_j} values_j for k < n_bins, by a difference array over the
+    # bins (one flat segment_sum for all rows) and a cumulative sum.
+    B = a.shape[0]
+    off = _offsets(B, n_bins + 1)
+    ids = jnp.concatenate([(a + off).ravel(), (b + off).ravel()])
+    vals = jnp.concatenate([values.ravel(), -values.ravel()])
+    diff = jax.ops.segment_sum(vals, ids, num_segments=B * (n_bins + 1))
+    return jnp.cumsum(diff.reshape(B, n_bins + 1)[:, :n_bins], axis=-1)
 
 
 def _prefix(x: jax.Array) -> jax.Array:
-    return jnp.concatenate([jnp.zeros((1,), x.dtype), jnp.cumsum(x)])
+    return jnp.concatenate([jnp.zeros((x.shape[0], 1), x.dtype), jnp.cumsum(x, axis=-1)], -1)
+
+
+def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
+    B, n = x_sorted.shape
+    flat = jnp.zeros((B * n,), x_sorted.dtype)
+    idx = (order + _offsets(B, n)).ravel()
+    return flat.at[idx].set(x_sorted.ravel(), unique_indices=True).reshape(B, n)
+
+
+def _windows_b(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Windows:
+    dt = fp.dtype
+    n_pos = fp.shape[1]
+    n_neg = fn.shape[1]
+    order = jnp.argsort(fp, axis=-1).astype(jnp.int32)
+    fp_sorted = jnp.take_along_axis(fp, order, axis=-1)
+    lo = jnp.asarray(loss.lo, dt)
+    lo = lo[:, None] if lo.ndim else lo
+    # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
+    # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
+    a = _searchsorted_rows(fp_sorted, fn + lo)
+    b = _searchsorted_rows(fp_sorted, fn + 1)
+    shift = jnp.mean(fp, axis=-1, keepdims=True)
+    sp = fp_sorted - shift
+    fn = fn - shift
+    active = b > a
+    nq = _bin_cumsum(a, b, active.astype(jnp.int32), n_pos)
+    # a_j ≤ k counts every negative whose linear window ends at or before k.
+    a_le = _bin_cumsum(a, jnp.full_like(a, n_pos), jnp.ones_like(a), n_pos)
+    nl = n_neg - a_le
+    return Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
+
+
+def _loss_col(v, dt):
+    v = jnp.asarray(v, dt)
+    return v[:, None] if v.ndim else v
+
+
+def _value_and_grad_b(fp, fn, loss):
+    w = _windows_b(fp, fn, loss)
+    dt = fp.dtype
+    q = _loss_col(loss.q, dt)
+    c = _loss_col(loss.c, dt)
+    P1 = _prefix(w.sp)
+    P2 = _prefix(w.sp * w.sp)
+    af = w.a.astype(dt)
+    nqn = (w.b - w.a).astype(dt)
+    P1a, P1b = _flat_take(P1, w.a), _flat_take(P1, w.b)
+    S1 = P1b - P1a
+    S2 = _flat_take(P2, w.b) - _flat_take(P2, w.a)
+    u = w.fn
+    one_u = 1 + u
+    lin = af * (c + u) - P1a
+    quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
+    value = jnp.sum(lin + quad, axis=-1)
+    grad_neg = af + 2 * q * (nqn * one_u - S1)
+    # Σ_{j∈Q(k)} (1 + f_j): only active negatives enter the difference array.
+    sq = _bin_cumsum(w.a, w.b, jnp.where(w.active, one_u, 0), fp.shape[1])
+    grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
+    return value, _unsort(w.order, grad_sorted), grad_neg, w
+
+
+def _hvp_b(w: Windows, dp, dn, loss):
+    dt = dp.dtype
+    q2 = 2 * _loss_col(loss.q, dt)
+    ds = jnp.take_along_axis(dp, w.order, axis=-1)
+    DP = _prefix(ds)
+    h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (_flat_take(DP, w.b) - _flat_take(DP, w.a)))
+    sd = _bin_cumsum(w.a, w.b, jnp.where(w.active, dn, 0), dp.shape[1])
+    h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
+    return _unsort(w.order, h_sorted), h_neg
+
+
+def _batched(impl):
+    """Wrap a ``(B, n)``-native implementation as a single-problem function whose ``vmap`` runs
+    the native batched code (leading vmapped axes are moved to the front and flattened)."""
+
+    def single(*args):
+        out = impl(*jax.tree.map(lambda x: jnp.asarray(x)[None], args))
+        return jax.tree.map(lambda x: x[0], out)
+
+    fun = jax.custom_batching.custom_vmap(single)
+
+    @fun.def_vmap
+    def rule(axis_size, in_batched, *args):
+        args = jax.tree.map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+            args,
+            tuple(in_batched),
+        )
+        out = impl(*args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return fun
+
+
+_windows = _batched(_windows_b)
+_value_and_grad = _batched(_value_and_grad_b)
+_hvp = _batched(_hvp_b)
 
 
 def windows(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Windows:
@@ -90,29 +227,7 @@ def windows(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Windows:
     Returns:
       The :class:`Windows` at these scores. Cost O(m+ log m+ + m− log m+).
     """
-    dt = fp.dtype
-    n_pos = fp.shape[0]
-    order = jnp.argsort(fp).astype(jnp.int32)
-    fp_sorted = fp[order]
-    lo = jnp.asarray(loss.lo, dt)
-    # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
-    # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
-    a = jnp.searchsorted(fp_sorted, fn + lo, side="left").astype(jnp.int32)
-    b = jnp.searchsorted(fp_sorted, fn + 1, side="left").astype(jnp.int32)
-    shift = jnp.mean(fp)
-    sp = fp_sorted - shift
-    fn = fn - shift
-    active = b > a
-    ones = jnp.where(active, 1, 0).astype(jnp.int32)
-    nq = _bin_cumsum(a, b, ones, n_pos)
-    # a_j ≤ k counts every negative whose linear window ends at or before k.
-    a_le = jnp.cumsum(jax.ops.segment_sum(jnp.ones_like(a), a, num_segments=n_pos + 1)[:n_pos])
-    nl = fn.shape[0] - a_le
-    return Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
-
-
-def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
-    return jnp.zeros_like(x_sorted).at[order].set(x_sorted, unique_indices=True)
+    return _windows(fp, fn, loss)
 
 
 def value_and_grad(
@@ -127,6 +242,9 @@ def value_and_grad(
         ∂L/∂u          = a + 2q (n w − Σ_{a≤k<b} s_k)
 
     and per sorted positive ``k``: ``∂L/∂s_k = −nl_k − 2q Σ_{j∈Q(k)} (1 − s_k + f_j)``.
+
+    ``jax.vmap`` of this function (a λ grid) runs a native batched implementation. It is not
+    differentiable by JAX (it *is* the derivative); use :func:`hvp` for second order.
 
     Args:
       fp: positive scores ``(m+,)``.
@@ -144,26 +262,7 @@ def value_and_grad(
       >>> float(v)  # ℓ(1) + ℓ(−1) = 0 + 1.5
       1.5
     """
-    w = windows(fp, fn, loss)
-    dt = fp.dtype
-    q = jnp.asarray(loss.q, dt)
-    c = jnp.asarray(loss.c, dt)
-    P1 = _prefix(w.sp)
-    P2 = _prefix(w.sp * w.sp)
-    af = w.a.astype(dt)
-    nqn = (w.b - w.a).astype(dt)
-    S1 = P1[w.b] - P1[w.a]
-    S2 = P2[w.b] - P2[w.a]
-    u = w.fn
-    one_u = 1 + u
-    lin = af * (c + u) - P1[w.a]
-    quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
-    value = jnp.sum(lin + quad)
-    grad_neg = af + 2 * q * (nqn * one_u - S1)
-    # Σ_{j∈Q(k)} (1 + f_j): only active negatives enter the difference array.
-    sq = _bin_cumsum(w.a, w.b, jnp.where(w.active, one_u, 0), fp.shape[0])
-    grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
-    return value, _unsort(w.order, grad_sorted), grad_neg, w
+    return _value_and_grad(fp, fn, loss)
 
 
 def hvp(
@@ -186,11 +285,4 @@ def hvp(
     Returns:
       ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
     """
-    dt = dp.dtype
-    q2 = 2 * jnp.asarray(loss.q, dt)
-    ds = dp[w.order]
-    DP = _prefix(ds)
-    h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (DP[w.b] - DP[w.a]))
-    sd = _bin_cumsum(w.a, w.b, jnp.where(w.active, dn, 0), dp.shape[0])
-    h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
-    return _unsort(w.order, h_sorted), h_neg
+    return _hvp(w, dp, dn, loss)

@@ -85,6 +85,17 @@ def test_warm_path_equals_batch(data, loss, chains):
     np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=3e-3)
 
 
+def test_init_warm_start(data):
+    X, y = data
+    lams = [1e-1, 1e-3, 1e-5]
+    ref = jaxrank.fit_rankrc(X, y, lams)
+    again = jaxrank.fit_rankrc(X, y, lams, init=ref.coef, path="warm", chains=2)
+    assert np.all(np.asarray(again.info.iterations) <= 1)
+    np.testing.assert_allclose(again.info.objective, ref.info.objective, rtol=1e-9)
+    with pytest.raises(ValueError, match="init"):
+        jaxrank.fit_rankrc(X, y, lams, init=np.zeros(3))
+
+
 def test_no_recompilation_when_lambda_or_tol_changes(data):
     X, y = data
     jaxrank.fit_rankrc(X, y, [1e-1, 1e-2])

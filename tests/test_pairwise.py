@@ -44,16 +44,6 @@ def test_matches_pair_loop(name, ties, shape):
     np.testing.assert_allclose(hn, ohn, rtol=0, atol=1e-10 * scale)
 
 
-def test_gradient_is_derivative_of_value():
-    rng = np.random.default_rng(1)
-    fp, fn = jnp.asarray(rng.normal(size=30)), jnp.asarray(rng.normal(size=80))
-    loss = losses.smoothed_hinge(0.5)
-    gp_ad, gn_ad = jax.grad(lambda a, b: pairwise.value_and_grad(a, b, loss)[0], (0, 1))(fp, fn)
-    _, gp, gn, _ = pairwise.value_and_grad(fp, fn, loss)
-    np.testing.assert_allclose(gp, gp_ad, atol=1e-10)
-    np.testing.assert_allclose(gn, gn_ad, atol=1e-10)
-
-
 def test_all_scores_tied():
     """At β = 0 every score is equal: all pairs sit at z = 0."""
     loss = losses.smoothed_hinge(0.5)
@@ -74,6 +64,21 @@ def test_vmap_over_batch_matches_loop():
         single = pairwise.value_and_grad(fp[k], fn[k], loss)[:3]
         for x, y in zip(batched, single, strict=True):
             np.testing.assert_allclose(x[k], y, atol=1e-12)
+    # one argument unbatched, and a vmap of a vmap (λ grid inside CV folds)
+    half = jax.vmap(lambda a: pairwise.value_and_grad(a, fn[1], loss)[:3])(fp)
+    nested = jax.vmap(jax.vmap(lambda a, b: pairwise.value_and_grad(a, b, loss)[:3]))(
+        fp.reshape(2, 2, 11), fn.reshape(2, 2, 50)
+    )
+    for k in range(4):
+        single = pairwise.value_and_grad(fp[k], fn[1], loss)[:3]
+        for x, y in zip(half, single, strict=True):
+            np.testing.assert_allclose(x[k], y, atol=1e-12)
+        single = pairwise.value_and_grad(fp[k], fn[k], loss)[:3]
+        for x, y in zip(nested, single, strict=True):
+            np.testing.assert_allclose(x.reshape(4, *x.shape[2:])[k], y, atol=1e-12)
+    w = pairwise.windows(fp[0], fn[0], loss)
+    hb = jax.vmap(lambda d: pairwise.hvp(w, d, fn[0], loss))(fp)  # windows unbatched
+    np.testing.assert_allclose(hb[0][2], pairwise.hvp(w, fp[2], fn[0], loss)[0], atol=1e-12)
 
 
 def test_float32_large_m_matches_float64():
