@@ -288,7 +288,8 @@ def fit(
       memory_budget: bytes the kernel block may take (default: 60 % of RAM / 80 % of device
         memory); exceeding it raises :class:`~jaxrank.kernels.MemoryBudgetError` before any
         allocation.
-      init: optional starting coefficients ``(|R|,)`` (or ``(L, |R|)``).
+      init: optional starting coefficients ``(|R|,)`` or ``(L, |R|)``; with ``path="warm"``
+        only the first step's λ start there, later ones from the previous solutions.
 
     Returns:
       A :class:`RankModel`; ``model.info`` holds objective (in the normalisation above),

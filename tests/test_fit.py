@@ -89,9 +89,10 @@ def test_init_warm_start(data):
     X, y = data
     lams = [1e-1, 1e-3, 1e-5]
     ref = jaxrank.fit_rankrc(X, y, lams)
-    again = jaxrank.fit_rankrc(X, y, lams, init=ref.coef, path="warm", chains=2)
-    assert np.all(np.asarray(again.info.iterations) <= 1)
-    np.testing.assert_allclose(again.info.objective, ref.info.objective, rtol=1e-9)
+    again = jaxrank.fit_rankrc(X, y, lams, init=ref.coef)
+    done = np.asarray(ref.info.status) == jaxrank.Status.CONVERGED
+    assert np.all(np.asarray(again.info.iterations)[done] == 0)
+    assert np.all(np.asarray(again.info.objective) <= np.asarray(ref.info.objective) * (1 + 1e-12))
     with pytest.raises(ValueError, match="init"):
         jaxrank.fit_rankrc(X, y, lams, init=np.zeros(3))
 
