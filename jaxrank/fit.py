@@ -47,6 +47,7 @@ __all__ = [
     "fit",
     "fit_rankrc",
     "fit_ranksvm",
+    "hessian_diagonal",
     "objective_closures",
 ]
 
@@ -115,8 +116,61 @@ class RankModel:
         )
 
 
+def hessian_diagonal(
+    K, Krr, lam, w: pairwise.Windows, loss, n_pos: int, n_neg: int, block: int | None = None
+):
+    """``diag ∇²F(β)`` from a step's windows: the Jacobi preconditioner (seed 000, footnote 2).
+
+    With ``k_i`` the rows of ``K_{·R}`` and Q the quadratic-piece pairs (DESIGN §3)::
+
+        diag H = 2q/(m+ m−) Σ_{(i,j)∈Q} (k_i − k_j)² + λ diag K_RR
+               = 2q/(m+ m−) [Σ_i nq_i k_i² + Σ_j n_j k_j² − 2 Σ_j k_j ∘ Σ_{i∈Q(j)} k_i]
+                 + λ diag K_RR
+
+    The window sums ``Σ_{i∈Q(j)} k_i`` are differences of prefix sums over the m+ sorted
+    positive rows (a small ``(m+ + 1, |R|)`` table); everything else is one pass over ``K`` in
+    row blocks (``lax.map``), so no ``(m, |R|)`` temporary is formed. Cost ≈ one product.
+
+    Returns:
+      ``(|R|,)``, floored at ``λ diag K_RR`` (it is a sum of non-negative terms; the floor only
+      absorbs rounding).
+    """
+    dt = K.dtype
+    nb = K.shape[1]
+    pad = K.shape[0] - n_pos - n_neg
+    zeros_i = lambda n: jnp.zeros((n,), jnp.int32)
+    nq_pos = jnp.zeros((n_pos,), jnp.int32).at[w.order].set(w.nq, unique_indices=True)
+    weight = jnp.concatenate([nq_pos, w.b - w.a, zeros_i(pad)]).astype(dt)
+    # positives and padding rows get the empty window [0, 0)
+    a = jnp.concatenate([zeros_i(n_pos), w.a, zeros_i(pad)])
+    b = jnp.concatenate([zeros_i(n_pos), w.b, zeros_i(pad)])
+    P = jnp.concatenate([jnp.zeros((1, nb), dt), jnp.cumsum(K[w.order], axis=0)])
+
+    def chunk(args):
+        Kc, wc, ac, bc = args
+        return jnp.matmul(wc, Kc * Kc, precision=_HI) - 2 * jnp.sum(Kc * (P[bc] - P[ac]), axis=0)
+
+    block = block or K.shape[0]
+    C = K.shape[0] // block
+    parts = jax.lax.map(
+        chunk,
+        (K.reshape(C, block, nb), weight.reshape(C, block), a.reshape(C, block),
+         b.reshape(C, block)),
+    )  # fmt: skip
+    reg = jnp.asarray(lam, dt) * jnp.diag(Krr)
+    data = 2 * jnp.asarray(loss.q, dt) / (n_pos * n_neg) * jnp.sum(parts, axis=0)
+    return reg + jnp.maximum(data, 0)
+
+
 def objective_closures(
-    K, Krr, lam, loss: PiecewiseQuadratic, n_pos: int, n_neg: int, block: int | None = None
+    K,
+    Krr,
+    lam,
+    loss: PiecewiseQuadratic,
+    n_pos: int,
+    n_neg: int,
+    block: int | None = None,
+    jacobi: bool = False,
 ):
     """``(fun, hvp)`` of the R-subset objective for :func:`~jaxrank.solver.trust_ncg`.
 
@@ -129,9 +183,12 @@ def objective_closures(
       block: rows per block of the two-level transpose product
         (:func:`~jaxrank.kernels.rmatvec`; must divide ``m_pad``); ``None``: one plain product.
 
+      jacobi: also return the Hessian diagonal (:func:`hessian_diagonal`) with each point.
+
     Returns:
-      ``fun(β) -> (F, ∇F, windows)`` and ``hvp(windows, v) -> ∇²F v``; each costs two products
-      with ``K`` (``K @ v`` and ``g @ K``, never ``K.T @ g``: DESIGN §5).
+      ``fun(β) -> (F, ∇F, (windows, diag))`` and ``hvp((windows, diag), v) -> ∇²F v``; each
+      costs two products with ``K`` (``K @ v`` and ``g @ K``, never ``K.T @ g``: DESIGN §5);
+      ``diag`` is ``None`` unless ``jacobi``.
     """
     dt = K.dtype
     scale = jnp.asarray(1.0 / (n_pos * n_neg), dt)
@@ -150,9 +207,11 @@ def objective_closures(
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
         grad = rmat(gp, gn) + lam * kb
-        return F, grad, w
+        diag = hessian_diagonal(K, Krr, lam, w, loss, n_pos, n_neg, block) if jacobi else None
+        return F, grad, (w, diag)
 
-    def hvp(w, v):
+    def hvp(lin, v):
+        w = lin[0]
         d = jnp.matmul(K, v, precision=_HI)
         hp, hn = pairwise.hvp(w, d[:n_pos], d[n_pos : n_pos + n_neg], loss)
         kv = jnp.matmul(Krr, v, precision=_HI)
@@ -164,20 +223,24 @@ def objective_closures(
 @functools.partial(
     jax.jit,
     static_argnames=(
-        "n_pos", "n_neg", "block", "max_iter", "max_cg", "path", "chains", "use_chol"
+        "n_pos", "n_neg", "block", "max_iter", "max_cg", "path", "chains", "precondition"
     ),
 )  # fmt: skip
 def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, n_pos, n_neg, block, max_iter, max_cg,
-           path, chains, use_chol):  # fmt: skip
-    if use_chol:
+           path, chains, precondition):  # fmt: skip
+    if precondition == "cholesky":
         # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
         # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
-        precond = lambda r: jnp.matmul(jnp.matmul(chol, r, precision=_HI), chol, precision=_HI)
+        precond = lambda lin, r: jnp.matmul(jnp.matmul(chol, r, precision=_HI), chol, precision=_HI)
+    elif precondition == "jacobi":
+        precond = lambda lin, r: r / lin[1]
     else:
         precond = None
 
     def single(lam, b0):
-        fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
+        fun, hvp = objective_closures(
+            K, Krr, lam, loss, n_pos, n_neg, block, jacobi=precondition == "jacobi"
+        )
         return trust_ncg(fun, hvp, b0, tol=tol, floor=floor, max_iter=max_iter,
                          max_cg=max_cg, precond=precond)  # fmt: skip
 
@@ -282,7 +345,8 @@ def fit(
       chains: for ``path="warm"``, how many consecutive λ are solved batched per step (each
         warm-started from the solution ``chains`` places before it); ``1`` is the plain
         sequential warm path of seed 000 (footnote 2).
-      precondition: ``"cholesky"`` (``M = K_RR + δI``, see module notes) or ``"none"``.
+      precondition: ``"cholesky"`` (``M = K_RR + δI``, see module notes), ``"jacobi"`` (the
+        exact Hessian diagonal at each Newton step, seed 000 footnote 2) or ``"none"``.
       dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on,
         else float32.
       memory_budget: bytes the kernel block may take (default: 60 % of RAM / 80 % of device
@@ -319,8 +383,10 @@ def fit(
         raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     if int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}.")
-    if precondition not in ("cholesky", "none"):
-        raise ValueError(f"precondition must be 'cholesky' or 'none', got {precondition!r}.")
+    if precondition not in ("cholesky", "jacobi", "none"):
+        raise ValueError(
+            f"precondition must be 'cholesky', 'jacobi' or 'none', got {precondition!r}."
+        )
     for name, v in (("max_iter", max_iter), ("max_cg", max_cg)):
         if int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}.")
@@ -374,7 +440,9 @@ def fit(
         jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),
         jnp.asarray(floor, dt),
         n_pos=n_pos, n_neg=n_neg, block=block, max_iter=int(max_iter), max_cg=int(max_cg),
-        path=path, chains=chains, use_chol=chol is not None,
+        path=path, chains=chains,
+        precondition="cholesky" if chol is not None else ("jacobi" if precondition == "jacobi"
+                                                          else "none"),
     )  # fmt: skip
     unsort = np.argsort(sort[:L])
     betas = betas[unsort]

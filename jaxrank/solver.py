@@ -155,7 +155,7 @@ def trust_ncg(
     floor: float | jax.Array = 0.0,
     max_iter: int = 200,
     max_cg: int = 25,
-    precond: Callable[[jax.Array], jax.Array] | None = None,
+    precond: Callable[[Any, jax.Array], jax.Array] | None = None,
     eta: float = 0.15,
 ) -> tuple[jax.Array, SolverInfo]:
     """Minimise a smooth convex function by trust-region Newton-CG.
@@ -169,8 +169,9 @@ def trust_ncg(
         rows); reaching it stops with status ``PRECISION``: below it the gradient is noise.
       max_iter: cap on outer iterations (static).
       max_cg: cap on CG iterations per outer iteration (static; the paper uses 25).
-      precond: ``r -> M⁻¹ r`` for a symmetric positive definite ``M``; the trust region is
-        then ``||s||_M ≤ Δ``. ``None`` is the identity.
+      precond: ``(lin, r) -> M⁻¹ r`` for a symmetric positive definite ``M`` that may depend on
+        the current point through ``lin`` (e.g. a Jacobi diagonal); the trust region is then
+        ``||s||_M ≤ Δ``. ``None`` is the identity.
       eta: accept a step when actual/predicted reduction exceeds this.
 
     Returns:
@@ -184,7 +185,7 @@ def trust_ncg(
       >>> bool(jnp.allclose(A @ x, b, atol=1e-5)), int(info.status)
       (True, 0)
     """
-    precond = precond if precond is not None else (lambda r: r)
+    precond = precond if precond is not None else (lambda lin, r: r)
     dt = x0.dtype
     tol = jnp.asarray(tol, dt)
     floor = jnp.asarray(floor, dt)
@@ -207,7 +208,9 @@ def trust_ncg(
     )  # fmt: skip
 
     def body(st: _State) -> _State:
-        s, hs, smz, ncg = _steihaug(lambda v: hvp(st.lin, v), precond, st.grad, st.radius, max_cg)
+        s, hs, smz, ncg = _steihaug(
+            lambda v: hvp(st.lin, v), lambda r: precond(st.lin, r), st.grad, st.radius, max_cg
+        )
         pred = -(jnp.vdot(st.grad, s) + 0.5 * jnp.vdot(s, hs))
         x_new = st.x + s
         value_new, grad_new, lin_new = fun(x_new)
