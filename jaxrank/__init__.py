@@ -11,9 +11,10 @@ Example:
   >>> scores = model.decision_function(X)
 """
 
-from jaxrank import bases, datasets, kernels, losses, metrics, pairwise, solver
+from jaxrank import bases, datasets, kernels, losses, metrics, multilevel, pairwise, solver
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
 from jaxrank.kernels import Gaussian, Linear, MemoryBudgetError, Polynomial
+from jaxrank.multilevel import fit_multilevel
 from jaxrank.solver import SolverInfo, Status
 
 __version__ = "0.1.0"
@@ -31,10 +32,12 @@ __all__ = [
     "datasets",
     "fit",
     "fit_rankrc",
+    "fit_multilevel",
     "fit_ranksvm",
     "kernels",
     "losses",
     "metrics",
+    "multilevel",
     "pairwise",
     "solver",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "fit",
     "fit_rankrc",
     "fit_ranksvm",
+    "fit_rows",
     "hessian_diagonal",
     "objective_closures",
 ]
@@ -220,14 +221,25 @@ def objective_closures(
     return fun, hvp
 
 
+@dataclasses.dataclass(frozen=True)
+class _Biclass:
+    """Row layout [positives; negatives; padding] of the biclass objective (static, hashable)."""
+
+    n_pos: int
+    n_neg: int
+
+    def closures(self, K, Krr, lam, loss, block, jacobi):
+        return objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, block, jacobi)
+
+
 @functools.partial(
     jax.jit,
-    static_argnames=(
-        "n_pos", "n_neg", "block", "max_iter", "max_cg", "path", "chains", "precondition"
-    ),
-)  # fmt: skip
-def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, n_pos, n_neg, block, max_iter, max_cg,
+    static_argnames=("layout", "block", "max_iter", "max_cg", "path", "chains", "precondition"),
+)
+def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_iter, max_cg,
            path, chains, precondition):  # fmt: skip
+    """The λ-grid solver shared by every R-subset objective; ``layout.closures`` gives
+    ``(fun, hvp)`` for one λ (biclass here, multi-level in :mod:`jaxrank.multilevel`)."""
     if precondition == "cholesky":
         # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
         # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
@@ -238,9 +250,7 @@ def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, n_pos, n_neg, block, 
         precond = None
 
     def single(lam, b0):
-        fun, hvp = objective_closures(
-            K, Krr, lam, loss, n_pos, n_neg, block, jacobi=precondition == "jacobi"
-        )
+        fun, hvp = layout.closures(K, Krr, lam, loss, block, precondition == "jacobi")
         return trust_ncg(fun, hvp, b0, tol=tol, floor=floor, max_iter=max_iter,
                          max_cg=max_cg, precond=precond)  # fmt: skip
 
@@ -375,28 +385,63 @@ def fit(
     """
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
-    lossfn = get_loss(loss, check_positive(eps, "eps") if loss == "smoothed_hinge" else eps)
+    tol = check_solver_options(
+        loss=loss,
+        eps=eps,
+        tol=tol,
+        path=path,
+        chains=chains,
+        precondition=precondition,
+        max_iter=max_iter,
+        max_cg=max_cg,
+    )
+    dt = _choose_dtype(X, dtype)
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
+    kernel = _kernels.resolve_kernel(kernel, X)
+    n_pos = int(pos.sum())
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    return fit_rows(
+        X, order, idx, lams, scalar, _Biclass(n_pos, int(pos.size - n_pos)),
+        kernel=kernel, dtype=dt, loss=loss, eps=eps, tol=tol, max_iter=max_iter,
+        max_cg=max_cg, path=path, chains=chains, precondition=precondition,
+        memory_budget=memory_budget, init=init,
+    )  # fmt: skip
+
+
+def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter, max_cg) -> float:
+    """Shared checks of the loss and solver options of every fit entry point; returns ``tol``."""
     if loss == "hinge":
         raise ValueError("loss='hinge' is not twice differentiable; use 'smoothed_hinge'.")
+    get_loss(loss, check_positive(eps, "eps") if loss == "smoothed_hinge" else eps)
     tol = check_positive(tol, "tol")
     if path not in ("batch", "warm"):
         raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
-    if int(chains) != chains or chains < 1:
+    if isinstance(chains, bool) or int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}.")
     if precondition not in ("cholesky", "jacobi", "none"):
         raise ValueError(
             f"precondition must be 'cholesky', 'jacobi' or 'none', got {precondition!r}."
         )
     for name, v in (("max_iter", max_iter), ("max_cg", max_cg)):
-        if int(v) != v or v < 1:
+        if isinstance(v, bool) or int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}.")
-    dt = _choose_dtype(X, dtype)
-    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
-    kernel = _kernels.resolve_kernel(kernel, X)
+    return tol
 
-    n_pos = int(pos.sum())
-    n_neg = int(pos.size - n_pos)
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+
+def fit_rows(
+    X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
+    path, chains, precondition, memory_budget, init=None,
+) -> RankModel:  # fmt: skip
+    """The engine behind every fit: kernel block over the reordered rows, solve, model.
+
+    Args:
+      X: ``(m, d)`` validated rows; ``order``: the row order the ``layout`` expects;
+      idx: basis row indices into ``X``; ``lams``/``scalar``: from ``check_lam``;
+      layout: a hashable object whose ``closures(K, Krr, lam, loss, block, jacobi)`` gives
+        ``(fun, hvp)`` for one λ; the other arguments as in :func:`fit`, already validated.
+    """
+    dt = np.dtype(dtype)
+    lossfn = get_loss(loss, eps)
     nb = idx.size
     block = _kernels.product_block(X.shape[0])
     rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize, block)
@@ -435,14 +480,13 @@ def fit(
             raise ValueError(f"init must have shape ({nb},) or ({L}, {nb}), got {init.shape}.")
         init = init[sort] if init.ndim == 2 else init
         beta0 = jnp.broadcast_to(jnp.asarray(init), (sort.size, nb))
+    if chol is None and precondition == "cholesky":
+        precondition = "none"  # no jitter made K_RR factorisable
     betas, info = _solve(
         K, Krr, chol if chol is not None else Krr, jnp.asarray(lams[sort], dt), beta0,
         jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),
-        jnp.asarray(floor, dt),
-        n_pos=n_pos, n_neg=n_neg, block=block, max_iter=int(max_iter), max_cg=int(max_cg),
-        path=path, chains=chains,
-        precondition="cholesky" if chol is not None else ("jacobi" if precondition == "jacobi"
-                                                          else "none"),
+        jnp.asarray(floor, dt), layout=layout, block=block, max_iter=int(max_iter),
+        max_cg=int(max_cg), path=path, chains=chains, precondition=precondition,
     )  # fmt: skip
     unsort = np.argsort(sort[:L])
     betas = betas[unsort]

@@ -63,3 +63,46 @@ def rank_grad_hess(beta, K, Krr, pos, lam, loss):
     grad = np.einsum("ij,ijr->r", dl, A) / n + lam * Krr @ beta
     H = 2 * q * np.einsum("ij,ijr,ijs->rs", quad.astype(float), A, A) / n + lam * Krr
     return grad, H
+
+
+def multilevel_value_grad_hvp(f, levels, loss, d):
+    """Σ over every pair with level_i > level_j of ℓ(f_i − f_j) (seed 003 eq. 47-48, before
+    normalisation), its score gradient and Hessian-vector product, by a pair loop.
+
+    Rows in any order; returns ``(value, grad, hvp)`` with ``grad`` and ``hvp`` of shape ``(n,)``.
+    """
+    lo, q, c = (float(v) for v in loss)
+    f, d = np.asarray(f, np.float64), np.asarray(d, np.float64)
+    levels = np.asarray(levels)
+    value = 0.0
+    g = np.zeros_like(f)
+    h = np.zeros_like(f)
+    for i in range(f.size):
+        for j in range(f.size):
+            if not levels[i] > levels[j]:
+                continue
+            z = f[i] - f[j]
+            if f[i] < f[j] + lo:
+                value += c - z
+                g[i] -= 1.0
+                g[j] += 1.0
+            elif f[i] < f[j] + 1:
+                value += q * (1 - z) ** 2
+                gz = -2 * q * (1 - z)
+                g[i] += gz
+                g[j] -= gz
+                h[i] += 2 * q * (d[i] - d[j])
+                h[j] += 2 * q * (d[j] - d[i])
+    return value, g, h
+
+
+def multilevel_objective(beta, K, Krr, levels, lam, loss, v):
+    """F(β), ∇F(β) and ∇²F(β)·v of seed 003 eq. (48) by the pair loop (any row order of K)."""
+    levels = np.asarray(levels)
+    _, counts = np.unique(levels, return_counts=True)
+    n_pairs = sum(counts[s] * counts[:s].sum() for s in range(1, counts.size))
+    value, g, h = multilevel_value_grad_hvp(K @ beta, levels, loss, K @ v)
+    F = value / n_pairs + 0.5 * lam * beta @ Krr @ beta
+    grad = K.T @ g / n_pairs + lam * Krr @ beta
+    Hv = K.T @ h / n_pairs + lam * Krr @ v
+    return F, grad, Hv
