@@ -11,10 +11,11 @@ Example:
   >>> scores = model.decision_function(X)
 """
 
-from jaxrank import bases, datasets, kernels, losses, metrics, multilevel, pairwise, solver
+from jaxrank import bases, datasets, kernels, losses, metrics, multilevel, pairwise, select, solver
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
 from jaxrank.kernels import Gaussian, Linear, MemoryBudgetError, Polynomial
 from jaxrank.multilevel import fit_multilevel
+from jaxrank.select import SelectionResult, select_lambda
 from jaxrank.solver import SolverInfo, Status
 
 __version__ = "0.1.0"
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryBudgetError",
     "Polynomial",
     "RankModel",
+    "SelectionResult",
     "SolverInfo",
     "Status",
     "bases",
@@ -39,5 +41,16 @@ __all__ = [
     "metrics",
     "multilevel",
     "pairwise",
+    "select",
+    "select_lambda",
     "solver",
 ]
+
+
+def __getattr__(name):
+    # jaxrank.sklearn needs scikit-learn (an optional dependency): imported on first use.
+    if name == "sklearn":
+        import importlib
+
+        return importlib.import_module("jaxrank.sklearn")
+    raise AttributeError(f"module 'jaxrank' has no attribute {name!r}")

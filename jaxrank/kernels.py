@@ -51,8 +51,13 @@ class MemoryBudgetError(ValueError):
 
 def _sq_dist(U: jax.Array, V: jax.Array) -> jax.Array:
     # ||u||² + ||v||² − 2 u·v: one matrix product instead of a (n, p, d) difference tensor.
-    # HIGHEST precision: on GPUs the default float32 matmul uses TF32 (10-bit mantissa), which
-    # would make the Gaussian block wrong in the third digit.
+    # Both sides are first centred on the mean of V (distances are translation invariant):
+    # far from the origin the expansion cancels catastrophically in float32 and K_RR would come
+    # out indefinite. HIGHEST precision: on GPUs the default float32 matmul uses TF32 (10-bit
+    # mantissa), which would make the Gaussian block wrong in the third digit.
+    c = jnp.mean(V, axis=0)
+    U = U - c
+    V = V - c
     uu = jnp.sum(U * U, axis=-1)
     vv = jnp.sum(V * V, axis=-1)
     uv = jnp.matmul(U, V.T, precision=_HI)

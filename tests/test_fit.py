@@ -119,6 +119,18 @@ def test_memory_budget_refused_before_allocation(data):
         jaxrank.fit_ranksvm(X, y, 1e-2, memory_budget=10_000)
 
 
+def test_float32_far_from_origin():
+    """Gaussian distances are centred before the ||u||²+||v||²−2u·v expansion: far from the
+    origin float32 K_RR would otherwise be indefinite and the objective unbounded below."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(100.0, 1.0, size=(300, 4))
+    y = np.where(rng.uniform(size=300) < 0.1, 1, -1)
+    X[y == 1] += 0.5
+    model = jaxrank.fit_rankrc(X, y, 1e-3, dtype=np.float32)
+    assert int(model.info.status) in (jaxrank.Status.CONVERGED, jaxrank.Status.PRECISION)
+    assert 0 <= float(model.info.objective) <= 1
+
+
 def test_other_kernels(data):
     X, y = data
     for k in (kernels.linear(), kernels.polynomial(2), "linear"):

@@ -1,0 +1,249 @@
+"""scikit-learn estimators over :func:`jaxrank.fit`: RankRC, RankSVM and RANK-RND rankers.
+
+Thin faces (DESIGN §8): every number comes from :func:`jaxrank.fit`; these classes only map
+scikit-learn's conventions (``classes_``, ``n_features_in_``, ``get_params``) onto it. They
+work inside ``Pipeline`` and ``GridSearchCV``; as everywhere in jaxrank nothing is standardised
+silently, so put a scaler first (the paper standardises every data set)::
+
+    import numpy as np
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+    from jaxrank.sklearn import RankRCClassifier
+
+    pipe = Pipeline([("scale", StandardScaler()), ("rank", RankRCClassifier())])
+    search = GridSearchCV(pipe, {"rank__lam": 2.0 ** np.arange(-20, 11, 2)}, scoring="roc_auc")
+
+scikit-learn is an optional dependency (``pip install scikit-learn``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+except ImportError as err:  # pragma: no cover - exercised only without scikit-learn
+    raise ImportError(
+        "jaxrank.sklearn needs scikit-learn >= 1.6: pip install -U 'scikit-learn>=1.6'"
+    ) from err
+
+import jax
+
+from jaxrank import kernels as _kernels
+from jaxrank._validation import check_binary_labels, check_lam
+from jaxrank.fit import fit
+
+__all__ = ["RandomBasisRankClassifier", "RankRCClassifier", "RankSVMClassifier"]
+
+
+class _RankClassifier(ClassifierMixin, BaseEstimator):
+    """Shared code of the jaxrank estimators; subclasses set ``_basis``.
+
+    Parameters are named as in :func:`jaxrank.fit`; ``kernel`` is ``"gaussian"``, ``"linear"``,
+    ``"polynomial"`` or a jaxrank kernel object, and ``sigma2`` (Gaussian only) is σ², ``None``
+    for the paper's heuristic on the training rows.
+    """
+
+    _basis: str  # "rare", "all" or "random": the basis argument of jaxrank.fit
+
+    def __init__(
+        self,
+        lam=2.0**-8,
+        *,
+        kernel="gaussian",
+        sigma2=None,
+        eps=0.5,
+        loss="smoothed_hinge",
+        tol=1e-6,
+        max_iter=100,
+        max_cg=25,
+        dtype="float32",
+    ):
+        self.lam = lam
+        self.kernel = kernel
+        self.sigma2 = sigma2
+        self.eps = eps
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_cg = max_cg
+        self.dtype = dtype
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # a biclass ranker: two-valued labels only
+        return tags
+
+    def _kernel(self):
+        if self.sigma2 is None:
+            return self.kernel
+        if self.kernel not in ("gaussian", "rbf"):
+            raise ValueError(
+                f"sigma2 is the Gaussian kernel's σ²; it cannot be set with kernel={self.kernel!r}."
+            )
+        return _kernels.gaussian(self.sigma2)
+
+    def _basis_options(self) -> dict:
+        """``basis`` (and ``key``, ``n_basis``) for :func:`jaxrank.fit`."""
+        return {"basis": self._basis}
+
+    def fit(self, X, y):
+        """Fit the ranker on ``X`` (taken as given) and two-valued labels ``y``.
+
+        The rare class is the one labelled ``+1``, ``1`` or ``True`` (as in :func:`jaxrank.fit`);
+        other label sets raise ``ValueError``.
+
+        Returns:
+          self.
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y")
+        if y_type != "binary":
+            raise ValueError(
+                "Only binary classification is supported (a biclass ranker); the type of the "
+                f"target is {y_type!r} ({np.unique(y).size} classes)."
+            )
+        pos = check_binary_labels(y)
+        lam, scalar = check_lam(self.lam)
+        if not scalar:
+            raise ValueError(
+                "lam must be one value here; tune it with GridSearchCV or "
+                "jaxrank.select.select_lambda."
+            )
+        self.model_ = fit(
+            X, pos, float(lam[0]), kernel=self._kernel(), eps=self.eps, loss=self.loss,
+            tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
+            **self._basis_options(),
+        )  # fmt: skip
+        self.n_iter_ = int(self.model_.info.iterations)
+        self.classes_ = np.unique(y)
+        self.pos_label_ = y[pos][0]
+        scores = self.decision_function(X)
+        # The training-prevalence quantile: as many training scores lie above it as there are
+        # rows of classes_[1] (midway between two consecutive sorted training scores).
+        n_low = int(np.sum(~pos)) if self.classes_[1] == self.pos_label_ else int(np.sum(pos))
+        low = np.sort(scores)[n_low - 1 : n_low + 1]
+        self.threshold_ = float(low.mean())
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """The ranking score of each row: larger means more likely ``classes_[1]``.
+
+        This is ``model_.decision_function(X)``, the score of the rare class, when the rare class
+        is ``classes_[1]`` (labels ``{0, 1}``, ``{-1, 1}``, ``{False, True}``); when the rare
+        class sorts first (e.g. ``{1, 2}``, rare = 1) it is negated, keeping scikit-learn's
+        convention that scores rank ``classes_[1]`` first (``roc_auc`` scoring relies on it).
+        The offset is arbitrary: only the order is meaningful (AUC).
+
+        Returns:
+          ``(n,)`` float array.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        scores = np.asarray(self.model_.decision_function(X))
+        return scores if self.classes_[1] == self.pos_label_ else -scores
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where ``decision_function(X) > threshold_``, else ``classes_[0]``.
+
+        A ranker's scores have an arbitrary offset, so 0 is no threshold: ``threshold_`` is the
+        training-score quantile that matches the training prevalence (on the training rows, as
+        many are predicted rare as there are rare rows, up to ties).
+        """
+        above = self.decision_function(X) > self.threshold_
+        return self.classes_[above.astype(int)]
+
+
+class RankRCClassifier(_RankClassifier):
+    """RankRC (seed 000 eq. 13): a kernel ranker over the rare-class basis, for scikit-learn.
+
+    Args:
+      lam: the penalty λ > 0 (one value; tune it with ``GridSearchCV`` or
+        :func:`jaxrank.select.select_lambda`).
+      kernel: ``"gaussian"``, ``"linear"``, ``"polynomial"`` or a jaxrank kernel object.
+      sigma2: Gaussian σ²; ``None``: the paper's heuristic on the training rows.
+      eps: ε of the smoothed hinge.
+      loss: ``"smoothed_hinge"`` or ``"squared_hinge"``.
+      tol, max_iter, max_cg: the solver's stopping rule and caps, as in :func:`jaxrank.fit`.
+      dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
+
+    Attributes:
+      model_: the fitted :class:`jaxrank.RankModel`.
+      classes_: the two labels, sorted; ``decision_function`` ranks ``classes_[1]`` first.
+      pos_label_: the rare-class label (``+1``, ``1`` or ``True``).
+      threshold_: the ``predict`` threshold, on the ``decision_function`` scale.
+      n_iter_: Newton (trust-region) iterations of the solve.
+      n_features_in_, feature_names_in_: as in scikit-learn.
+
+    A ranker gives no probabilities, so there is no ``predict_proba``. ``score`` is
+    scikit-learn's accuracy of ``predict``; to tune or compare rankers use
+    ``scoring="roc_auc"`` (e.g. in ``GridSearchCV``), which ranks by ``decision_function``.
+    ``predict`` thresholds at ``threshold_``, not at 0, so ``decision_function(X) > 0`` is not
+    ``predict(X)``.
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.sklearn import RankRCClassifier
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> RankRCClassifier(lam=2.0**-6).fit(X, y).decision_function(X).shape
+      (200,)
+    """
+
+    _basis = "rare"
+
+
+class RankSVMClassifier(_RankClassifier):
+    """Kernel RankSVM (seed 000 eq. 6, smoothed): every training row is a basis row.
+
+    Parameters, attributes and methods as :class:`RankRCClassifier`. Needs the m × m kernel
+    matrix: refused beyond the memory budget (:class:`jaxrank.MemoryBudgetError`).
+    """
+
+    _basis = "all"
+
+
+class RandomBasisRankClassifier(_RankClassifier):
+    """RANK-RND (seed 000 Sec. 6): a kernel ranker over ``n_basis`` random training rows.
+
+    Parameters, attributes and methods as :class:`RankRCClassifier`, and:
+
+    Args:
+      n_basis: size of the random basis (default: the number of rare rows).
+      random_state: an int (the basis is drawn with ``jax.random.key(random_state)``), a
+        ``numpy.random.RandomState`` or ``None`` (a seed drawn from numpy's global state).
+    """
+
+    _basis = "random"
+
+    def __init__(
+        self,
+        lam=2.0**-8,
+        *,
+        kernel="gaussian",
+        sigma2=None,
+        eps=0.5,
+        loss="smoothed_hinge",
+        tol=1e-6,
+        max_iter=100,
+        max_cg=25,
+        dtype="float32",
+        n_basis=None,
+        random_state=None,
+    ):
+        super().__init__(
+            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
+            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+        )  # fmt: skip
+        self.n_basis = n_basis
+        self.random_state = random_state
+
+    def _basis_options(self) -> dict:
+        seed = self.random_state
+        if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
+            seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
+        key = jax.random.key(int(seed))
+        return super()._basis_options() | {"key": key, "n_basis": self.n_basis}
