@@ -16,6 +16,7 @@ __all__ = [
     "check_binary_labels",
     "check_lam",
     "check_positive",
+    "label_vector",
 ]
 
 
@@ -55,6 +56,18 @@ def check_X(X, *, name: str = "X", allow_jax: bool = True) -> np.ndarray:
     return arr
 
 
+def label_vector(y, name: str) -> np.ndarray:
+    """``y`` as a non-empty 1-D array (an ``(n, 1)`` column is flattened)."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}.")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty.")
+    return arr
+
+
 def check_binary_labels(y, *, name: str = "y") -> np.ndarray:
     """Return a boolean mask of the rare (positive) class from two-valued labels.
 
@@ -64,13 +77,7 @@ def check_binary_labels(y, *, name: str = "y") -> np.ndarray:
     Raises:
       ValueError: ``y`` is not 1-D, has NaN, is not two-valued, or has no positive label.
     """
-    arr = np.asarray(y)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}.")
-    if arr.shape[0] == 0:
-        raise ValueError(f"{name} is empty.")
+    arr = label_vector(y, name)
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values.")
     values = np.unique(arr)

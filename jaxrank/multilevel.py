@@ -49,7 +49,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_lam, check_positive, check_X
+from jaxrank._validation import check_lam, check_positive, check_X, label_vector
 from jaxrank.datasets import (
     _check_int,
     _check_real,
@@ -100,13 +100,7 @@ def check_levels(levels, majority=0, *, n: int | None = None):
       ValueError: not 1-D, empty, length mismatch, not integer-valued (bool, strings, non-integral
         floats, NaN/inf), fewer than two levels, or ``majority`` is not an integer or not present.
     """
-    arr = np.asarray(levels)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"levels must be 1-D, got shape {arr.shape}.")
-    if arr.shape[0] == 0:
-        raise ValueError("levels is empty.")
+    arr = label_vector(levels, "levels")
     if n is not None and arr.shape[0] != n:
         raise ValueError(
             f"X and levels have different lengths: X has {n} rows, levels has {arr.shape[0]}."
