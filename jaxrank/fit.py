@@ -116,6 +116,12 @@ class RankModel:
             info=jax.tree.map(lambda a: a[i], self.info),
         )
 
+    def save(self, path) -> None:
+        """Write the model to ``path`` as a checksummed ``.npz`` (:func:`jaxrank.io.save`)."""
+        from jaxrank import io  # io imports this module
+
+        io.save(self, path)
+
 
 def hessian_diagonal(
     K, Krr, lam, w: pairwise.Windows, loss, n_pos: int, n_neg: int, block: int | None = None
