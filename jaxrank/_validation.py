@@ -6,18 +6,26 @@ gets a ``ValueError`` naming the problem instead of a silent NaN or a wrong mode
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 __all__ = [
+    "PrecisionWarning",
     "check_X",
     "check_X_y",
     "check_binary_labels",
+    "check_cast",
     "check_lam",
     "check_positive",
     "label_vector",
 ]
+
+# ml_dtypes' low-precision types (bfloat16, float8_*, ...; what np.asarray gives for such JAX
+# arrays) have numpy kind "V": recognised by name and widened exactly to float32.
+_LOW_PRECISION = re.compile(r"(bfloat16|float[468]_\w+|u?int[24])\Z")
 
 
 def check_X(X, *, name: str = "X", allow_jax: bool = True) -> np.ndarray:
@@ -28,8 +36,15 @@ def check_X(X, *, name: str = "X", allow_jax: bool = True) -> np.ndarray:
       name: the argument name used in error messages.
       allow_jax: accept ``jax.Array`` inputs (converted to numpy for the checks).
 
+    Accepted and converted: ``bool`` to float32; ``object`` arrays of real numbers to float64
+    (``None`` becomes NaN and is then refused as such); bfloat16 / float8 / int4 (ml_dtypes,
+    e.g. a JAX bfloat16 array) to float32, exactly. float16 and integer arrays are returned as
+    they are (the fit casts to its float32/float64 dtype; see :func:`check_cast`). Refused:
+    scipy sparse matrices (the kernels need dense rows: densify knowingly with
+    ``X.toarray()``), strings (also inside object arrays), complex numbers.
+
     Raises:
-      ValueError: ``X`` is empty, not 2-D, not numeric, or holds NaN or inf.
+      ValueError: ``X`` is sparse, empty, not 2-D, not numeric, or holds NaN or inf.
     """
     if hasattr(X, "toarray") and hasattr(X, "nnz"):
         raise ValueError(
@@ -38,10 +53,16 @@ def check_X(X, *, name: str = "X", allow_jax: bool = True) -> np.ndarray:
         )
     arr = np.asarray(X)
     if arr.dtype == object:
+        # float("2.5") would succeed: a string in X is a parsing mistake, not a number
+        text = np.frompyfunc(lambda v: isinstance(v, str | bytes), 1, 1)(arr)
+        if np.any(text.astype(bool)):
+            raise ValueError(f"{name} holds strings (dtype object); convert it to numbers first.")
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name} holds non-numeric values (dtype object).") from err
+    if arr.dtype.kind == "V" and arr.dtype.fields is None and _LOW_PRECISION.match(arr.dtype.name):
+        arr = arr.astype(np.float32)
     if arr.dtype.kind == "b":
         arr = arr.astype(np.float32)
     if arr.dtype.kind not in "fiu":
@@ -156,3 +177,93 @@ def check_lam(lam: float | Sequence[float] | np.ndarray) -> tuple[np.ndarray, bo
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"lam must be finite and > 0, got {arr.tolist()}.")
     return arr, scalar
+
+
+class PrecisionWarning(UserWarning):
+    """Casting the data to the fit's floating dtype destroys much of its spread."""
+
+
+def check_cast(X, dtype, *, name: str = "X", block_rows: int = 65536) -> None:
+    """Check that ``X`` survives the cast to the computation dtype ``dtype``.
+
+    Kernel blocks hold squared distances and inner products of rows, so a row whose squared
+    norm nears the dtype's largest value makes the kernel infinite and the fit NaN; that is
+    refused. Values large relative to their spread (``1e8 + N(0, 1)``: float32 steps are 8
+    there) round to a few levels: the fit would run on different data. That warns
+    (:class:`PrecisionWarning`) when the variance of a column carrying at least 1 % of the total
+    variance changes by more than 1 % in the cast; the fix is to centre ``X`` or fit in float64.
+    Columns of negligible variance are not reported (they barely move a Gaussian kernel).
+
+    One pass over ``X`` in row blocks (``O(block_rows · d)`` extra memory) for the range check,
+    and a second one only when the cast can round (e.g. float64 or int64 to float32).
+
+    Args:
+      X: ``(m, d)`` rows, already through :func:`check_X`.
+      dtype: the floating dtype the kernels will be computed in.
+      name: the argument name used in messages.
+      block_rows: rows per block.
+
+    Raises:
+      ValueError: a row's squared norm may exceed a quarter of the dtype's largest value.
+
+    Warns:
+      PrecisionWarning: the cast changes the variance of an important column by over 1 %.
+
+    Example:
+      >>> import warnings
+      >>> X = np.random.default_rng(0).normal(size=(100, 2)) + 1e8
+      >>> with warnings.catch_warnings(record=True) as w:
+      ...     warnings.simplefilter("always")
+      ...     check_cast(X, np.float32)
+      >>> w[0].category.__name__
+      'PrecisionWarning'
+    """
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise ValueError(f"dtype must be a floating dtype, got {dt}.")
+    arr = np.asarray(X)
+    m, d = arr.shape
+    big = float(np.finfo(dt).max) / 4
+    absmax = np.zeros(d)
+    for start in range(0, m, block_rows):
+        block = np.abs(arr[start : start + block_rows].astype(np.float64))
+        absmax = np.maximum(absmax, block.max(axis=0))
+    with np.errstate(over="ignore"):
+        sq = float(np.sum(absmax * absmax))
+    if not sq <= big:
+        raise ValueError(
+            f"{name} has values up to {absmax.max():.3g}: squared distances between rows "
+            f"(~{sq:.3g}) overflow {dt} (largest {np.finfo(dt).max:.3g}) and the kernel would be "
+            f"inf/NaN. Rescale {name} (e.g. StandardScaler)"
+            + (" or pass dtype=np.float64." if dt.itemsize < 8 else ".")
+        )
+    if np.can_cast(arr.dtype, dt, "safe"):
+        return
+    shift = arr[0].astype(np.float64)  # sums about one row: no cancellation far from 0
+    sums = np.zeros((4, d))
+    for start in range(0, m, block_rows):
+        block = arr[start : start + block_rows]
+        exact = block.astype(np.float64) - shift
+        cast = block.astype(dt).astype(np.float64) - shift
+        sums += [exact.sum(0), (exact * exact).sum(0), cast.sum(0), (cast * cast).sum(0)]
+    var = np.maximum(sums[1] / m - (sums[0] / m) ** 2, 0)
+    var_cast = np.maximum(sums[3] / m - (sums[2] / m) ** 2, 0)
+    total = float(var.sum())
+    if total == 0:
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = np.abs(var_cast - var) / var
+    bad = np.flatnonzero((var >= 0.01 * total) & (change > 0.01))
+    if bad.size == 0:
+        return
+    j = int(bad[0])
+    cols = ", ".join(str(int(c)) for c in bad[:5]) + (" ..." if bad.size > 5 else "")
+    warnings.warn(
+        f"casting {name} to {dt} changes the variance of column(s) {cols} by more than 1 % "
+        f"(column {j}: values up to {absmax[j]:.3g} with standard deviation "
+        f"{np.sqrt(var[j]):.3g}; {dt} steps there are {float(np.spacing(dt.type(absmax[j]))):.3g})."
+        f" The fit would run on rounded data: centre {name} (e.g. StandardScaler) or pass "
+        "dtype=np.float64.",
+        PrecisionWarning,
+        stacklevel=3,
+    )
