@@ -1,0 +1,562 @@
+"""The ``jaxrank`` command line: fit / predict / bench against the Python API, data readers
+against independent parsers, and every error path as one line on stderr.
+
+Sizes are small and shared (one data set of 120 rows, 30 rare; 3-fold CV over 3 λ) so that the
+fits of the command line and of the API hit the same compiled solver.
+"""
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import jaxrank
+from jaxrank import _io_data, cli, datasets, metrics
+from jaxrank import io as model_io
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID = 2.0 ** np.array([-10.0, -6.0, -2.0])
+GRID_ARGS = ["--lam-grid", "2^-10", "2^-6", "2^-2"]
+F64 = ["--dtype", "float64", "-q"]
+NAMES = ["a", "b", "c", "d", "e"]
+
+
+def _write_csv(path, X, labels, names=NAMES, target="label", target_at=None):
+    cols = list(names)
+    at = len(cols) if target_at is None else target_at
+    cols.insert(at, target)
+    with open(path, "w") as fh:
+        fh.write(",".join(cols) + "\n")
+        for row, lab in zip(X, labels, strict=True):
+            cells = [repr(float(v)) for v in row]
+            cells.insert(at, str(lab))
+            fh.write(",".join(cells) + "\n")
+
+
+def _write_libsvm(path, X, y, zero_based=False):
+    with open(path, "w") as fh:
+        for row, lab in zip(X, y, strict=True):
+            base = 0 if zero_based else 1
+            items = [f"{j + base}:{float(v)!r}" for j, v in enumerate(row) if v != 0]
+            fh.write(f"{int(lab):+d} " + " ".join(items) + "\n")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    X, y = datasets.make_rare_class(120, 0.25, 0.75, seed=0)  # 30 rare rows, d = 5
+    Xte, yte = datasets.make_rare_class(50, 0.2, 0.75, seed=1)
+    X[:, 2] = np.round(X[:, 2], 1)
+    X[::7, 2] = 0.0  # some zeros, so the LIBSVM file is sparse
+    _write_csv(tmp / "train.csv", X, y)
+    _write_csv(tmp / "test.csv", Xte, yte)
+    np.savez(tmp / "train.npz", X=X, y=y)
+    _write_libsvm(tmp / "train.svm", X, y)
+    return {"dir": tmp, "X": X, "y": y, "Xte": Xte, "yte": yte}
+
+
+def _quiet_main(argv):
+    """``main(argv)`` with stdout and stderr swallowed (for module fixtures)."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return cli.main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="module")
+def one_model(files):
+    """A float64 model at λ = 2^-6 fitted by the command line on train.csv."""
+    path = files["dir"] / "one.npz"
+    argv = ["fit", files["dir"] / "train.csv", "--target", "label", "--lam", "2^-6", *F64]
+    assert _quiet_main([*argv, "-o", path]) == 0
+    return path
+
+
+def _standardise(X):
+    return (X - X.mean(0)) / X.std(0)
+
+
+def _run(argv, capsys):
+    """``main(argv)`` in-process: ``(exit code, stdout, stderr)``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _predict(model, data, capsys, *extra):
+    code, out, err = _run(["predict", model, data, *extra], capsys)
+    assert code == 0, err
+    return np.array([float(s) for s in out.split()])
+
+
+def _api_scores(model, X, Xte):
+    return np.asarray(model.decision_function((Xte - X.mean(0)) / X.std(0)))
+
+
+# ---------------------------------------------------------------------------------------------
+# fit / predict against the Python API
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cv_fit_predict_equals_select_lambda(files, capsys):
+    d = files["dir"]
+    code, out, err = _run(
+        ["fit", d / "train.csv", "--target", "label", *GRID_ARGS, "--cv", 3, "--seed", 4,
+         "--dtype", "float64", "-o", d / "cv.npz"], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    X, y = files["X"], files["y"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        res = jaxrank.select_lambda(
+            _standardise(X), y, GRID, folds=3, key=jax.random.key(4), dtype=np.float64
+        )
+    mf = cli.load_model_file(d / "cv.npz")
+    assert mf.selection == "cv"
+    np.testing.assert_allclose(mf.score, res.mean_auc, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(mf.score_se, res.se_auc, rtol=0, atol=1e-12)
+    assert float(mf.model.lam) == res.best_lam
+    np.testing.assert_allclose(mf.model.coef, res.model.coef, rtol=0, atol=1e-10)
+    scores = _predict(d / "cv.npz", d / "test.csv", capsys)
+    expect = _api_scores(res.model, X, files["Xte"])
+    np.testing.assert_allclose(scores, expect, rtol=0, atol=1e-10)
+    # the report: the CV table and the model line on stdout; on stderr (not a terminal) one
+    # progress line per fold and one for the refit
+    assert "3-fold stratified CV" in out and "<- best" in out and "saved" in out
+    lines = err.splitlines()
+    assert len(lines) == 4 and all(ln.startswith("jaxrank: [") for ln in lines), err
+    assert "1/4 fold 1/3" in lines[0] and "4/4 refit" in lines[3]
+    assert lines[3].startswith("jaxrank: [" + "#" * 20 + "]")
+
+
+def test_holdout_and_single_lambda_equal_api(files, one_model, capsys):
+    d = files["dir"]
+    X, y = files["X"], files["y"]
+    Xs = _standardise(X)
+    # hold-out of 1/3 of each class: the grid is fitted on 20 + 60 rows, scored on 10 + 30
+    code, _, err = _run(
+        ["fit", d / "train.csv", "--target", "label", *GRID_ARGS, "--val-frac", 1 / 3,
+         "--seed", 2, *F64, "-o", d / "ho.npz"], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    split_key, _, _ = jax.random.split(jax.random.key(2), 3)
+    val = cli._holdout(y == 1, 1 / 3, split_key)
+    assert (val & (y == 1)).sum() == 10 and (val & (y != 1)).sum() == 30
+    grid_model = jaxrank.fit(Xs[~val], y[~val], GRID, dtype=np.float64)
+    auc = np.asarray(metrics.auc(y[val], grid_model.decision_function(Xs[val])))
+    best = max(np.flatnonzero(auc == auc.max()), key=lambda j: GRID[j])
+    mf = cli.load_model_file(d / "ho.npz")
+    assert mf.selection == "holdout" and float(mf.model.lam) == GRID[best]
+    np.testing.assert_allclose(mf.score, auc, rtol=0, atol=1e-12)
+    ref = jaxrank.fit(Xs, y, GRID[best], dtype=np.float64)
+    np.testing.assert_allclose(mf.model.coef, ref.coef, rtol=0, atol=1e-10)
+
+    ref = jaxrank.fit(Xs, y, 2.0**-6, dtype=np.float64)
+    assert cli.load_model_file(one_model).selection == "fixed"
+    scores = _predict(one_model, d / "test.csv", capsys)
+    np.testing.assert_allclose(scores, _api_scores(ref, X, files["Xte"]), rtol=0, atol=1e-10)
+
+
+def test_validation_file(files, capsys, tmp_path):
+    X, y = files["X"], files["y"]
+    rng = np.random.default_rng(0)
+    val = np.zeros(120, dtype=bool)
+    val[rng.choice(np.flatnonzero(y == 1), 10, replace=False)] = True
+    val[rng.choice(np.flatnonzero(y != 1), 30, replace=False)] = True
+    # columns of the validation file in another order, and an extra column: matched by name
+    _write_csv(tmp_path / "fit.csv", X[~val], y[~val])
+    _write_csv(tmp_path / "val.csv", X[val][:, ::-1], y[val], names=NAMES[::-1], target_at=0)
+    code, _, err = _run(
+        ["fit", tmp_path / "fit.csv", "--target", "label", *GRID_ARGS, "--validation",
+         tmp_path / "val.csv", *F64, "-o", tmp_path / "m.npz"], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    Xf = X[~val]
+    model = jaxrank.fit(_standardise(Xf), y[~val], GRID, dtype=np.float64)
+    auc = np.asarray(
+        metrics.auc(y[val], model.decision_function((X[val] - Xf.mean(0)) / Xf.std(0)))
+    )
+    mf = cli.load_model_file(tmp_path / "m.npz")
+    best = max(np.flatnonzero(auc == auc.max()), key=lambda j: GRID[j])
+    np.testing.assert_allclose(mf.score, auc, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(mf.model.coef, model.coef[best], rtol=0, atol=1e-12)
+
+
+def test_subprocess_fit_and_predict(files, tmp_path):
+    d = files["dir"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "jaxrank", *map(str, a)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    fit = run("fit", d / "train.csv", "--target", "label", "--lam", "2^-6", *F64, "-o", "m.npz")
+    assert fit.returncode == 0, fit.stderr
+    pred = run("predict", "m.npz", d / "test.csv", "--out", "scores.txt")
+    assert pred.returncode == 0, pred.stderr
+    assert pred.stdout == "" and "jaxrank: AUC " in pred.stderr
+    scores = np.loadtxt(tmp_path / "scores.txt")
+    X = files["X"]
+    ref = jaxrank.fit(_standardise(X), files["y"], 2.0**-6, dtype=np.float64)
+    np.testing.assert_allclose(scores, _api_scores(ref, X, files["Xte"]), rtol=0, atol=1e-10)
+
+
+def test_float32_default(files, capsys):
+    d = files["dir"]
+    X, y = files["X"], files["y"]
+    code, out, err = _run(
+        ["fit", d / "train.csv", "--target", "label", "--lam", "2^-6", "-q", "-o", d / "f32.npz"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "float32" in out
+    ref = jaxrank.fit(_standardise(X), y, 2.0**-6, dtype=np.float32)
+    mf = cli.load_model_file(d / "f32.npz")
+    assert mf.model.coef.dtype == np.float32
+    np.testing.assert_array_equal(mf.model.coef, ref.coef)
+    scores = _predict(d / "f32.npz", d / "test.csv", capsys)
+    # printed with float32's shortest round-trip repr: parses back to the same float32 values
+    np.testing.assert_array_equal(scores.astype(np.float32), _api_scores(ref, X, files["Xte"]))
+
+
+@pytest.mark.parametrize("source", ["train.svm", "train.npz"])
+def test_libsvm_and_npz_inputs(files, one_model, capsys, source):
+    d = files["dir"]
+    out = d / f"model-{source.replace('.', '-')}.npz"
+    code, _, err = _run(["fit", d / source, "--lam", "2^-6", *F64, "-o", out], capsys)
+    assert code == 0, err
+    ref = cli.load_model_file(one_model)  # the same rows read from CSV
+    X = files["X"]
+    api = jaxrank.fit(_standardise(X), files["y"], 2.0**-6, dtype=np.float64)
+    mf = cli.load_model_file(out)
+    np.testing.assert_allclose(mf.model.coef, api.coef, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(mf.mean, X.mean(0), rtol=0, atol=1e-15)
+    assert mf.input_format == source.split(".")[1].replace("svm", "libsvm")
+    np.testing.assert_allclose(mf.model.coef, ref.model.coef, rtol=0, atol=1e-10)
+    # predict on the same format (labels present: AUC on stderr) and on the CSV test file
+    same = _predict(out, d / source, capsys)
+    np.testing.assert_allclose(same, np.asarray(api.decision_function(_standardise(X))),
+                               rtol=0, atol=1e-10)  # fmt: skip
+    other = _predict(out, d / "test.csv", capsys, "--target", "label")
+    np.testing.assert_allclose(other, _api_scores(api, X, files["Xte"]), rtol=0, atol=1e-10)
+
+
+def test_kernels_and_random_basis(files, capsys):
+    d = files["dir"]
+    X, y = files["X"], files["y"]
+    Xs = _standardise(X)
+    cases = [
+        (["--kernel", "linear"], dict(kernel=jaxrank.kernels.linear())),
+        (["--kernel", "poly", "--degree", "3"], dict(kernel=jaxrank.kernels.polynomial(3))),
+        (["--sigma2", "2.5"], dict(kernel=jaxrank.kernels.gaussian(2.5))),
+        (["--basis", "random", "--n-basis", "30", "--seed", "5"],
+         dict(basis="random", n_basis=30, key=jax.random.key(5))),
+    ]  # fmt: skip
+    for opts, kw in cases:
+        code, _, err = _run(
+            ["fit", d / "train.npz", "--lam", "2^-6", *opts, *F64, "-o", d / "k.npz"], capsys
+        )
+        assert code == 0, (opts, err)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+            api = jaxrank.fit(Xs, y, 2.0**-6, dtype=np.float64, **kw)
+        mf = cli.load_model_file(d / "k.npz")
+        assert type(mf.model.kernel) is type(api.kernel), opts
+        np.testing.assert_allclose(mf.model.coef, api.coef, rtol=0, atol=1e-10, err_msg=str(opts))
+        np.testing.assert_array_equal(mf.model.basis_index, api.basis_index)
+        scores = _predict(d / "k.npz", d / "test.csv", capsys, "--target", "label")
+        np.testing.assert_allclose(scores, _api_scores(api, X, files["Xte"]), rtol=0, atol=1e-10)
+
+
+def _greedy_available() -> bool:
+    X, y = datasets.make_rare_class(40, 0.25, 0.75, seed=0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            jaxrank.fit(X, y, 1.0, basis="greedy", key=jax.random.key(0), n_basis=3)
+    except ValueError as err:
+        if "unknown basis" in str(err):
+            return False
+    return True
+
+
+GREEDY = _greedy_available()
+
+
+@pytest.mark.skipif(not GREEDY, reason="jaxrank.fit(basis='greedy') is not available yet")
+def test_greedy_basis_matches_api(files, capsys):
+    d = files["dir"]
+    code, _, err = _run(
+        ["fit", d / "train.npz", "--lam", "2^-6", "--basis", "greedy", "--n-basis", 8,
+         "--seed", 3, *F64, "-o", d / "g.npz"], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    api = jaxrank.fit(_standardise(files["X"]), files["y"], 2.0**-6, basis="greedy",
+                      key=jax.random.key(3), n_basis=8, dtype=np.float64)  # fmt: skip
+    mf = cli.load_model_file(d / "g.npz")
+    np.testing.assert_array_equal(mf.model.basis_index, api.basis_index)
+    np.testing.assert_allclose(mf.model.coef, api.coef, rtol=0, atol=1e-10)
+
+
+@pytest.mark.skipif(GREEDY, reason="jaxrank.fit(basis='greedy') exists: tested above")
+def test_greedy_basis_unavailable_is_one_clear_line(files, capsys):
+    d = files["dir"]
+    code, _, err = _run(
+        ["fit", d / "train.npz", "--lam", "1", "--basis", "greedy", *F64, "-o", d / "g.npz"],
+        capsys,
+    )
+    assert code == 2 and err.count("\n") == 1 and "basis='greedy'" in err
+
+
+def test_model_file_round_trip_and_checksum(files, one_model, capsys, tmp_path):
+    d = files["dir"]
+    mf = cli.load_model_file(one_model)
+    cli.save_model_file(tmp_path / "copy.npz", mf)
+    back = cli.load_model_file(tmp_path / "copy.npz")
+    for name in ("mean", "scale", "grid"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(mf, name))
+    assert back.feature_names == tuple(NAMES) and back.target == "label"
+    assert back.positive_label == "1" and back.classes == ("-1", "1")
+    np.testing.assert_array_equal(back.model.coef, mf.model.coef)
+    np.testing.assert_array_equal(back.model.basis, mf.model.basis)
+    assert back.model.kernel == mf.model.kernel and back.model.info == mf.model.info
+    # a flipped coefficient is caught by the checksum
+    with np.load(tmp_path / "copy.npz") as z:
+        arrays = dict(z)
+    arrays["mean"] = arrays["mean"] + 1e-3
+    np.savez(tmp_path / "bad.npz", **arrays)
+    code, out, err = _run(["predict", tmp_path / "bad.npz", d / "test.csv"], capsys)
+    assert code == 2 and out == "" and "checksum" in err and err.count("\n") == 1
+    with pytest.raises(ValueError, match="checksum"):
+        cli.load_model_file(tmp_path / "bad.npz")
+    # the ranker inside is a jaxrank.io file; a bare one is refused by predict with a reason
+    (tmp_path / "bare.npz").write_bytes(arrays["model"].tobytes())
+    bare = model_io.load(tmp_path / "bare.npz")
+    np.testing.assert_array_equal(bare.coef, mf.model.coef)
+    code, out, err = _run(["predict", tmp_path / "bare.npz", d / "test.csv"], capsys)
+    assert code == 2 and out == "" and "bare jaxrank.io model" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers and preprocessing against independent implementations
+# ---------------------------------------------------------------------------------------------
+
+
+def test_standardizer_matches_sklearn():
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4)) * [1.0, 1e3, 1e-3, 1.0] + [0.0, 5.0, -2.0, 0.0]
+    X[:, 3] = 7.25  # a constant column: centred, not scaled
+    mean, scale = cli._standardizer(X)
+    ref = StandardScaler().fit(X)
+    np.testing.assert_allclose(mean, ref.mean_, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(scale, ref.scale_, rtol=1e-14, atol=0)
+    np.testing.assert_allclose((X - mean) / scale, ref.transform(X), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("zero_based", [False, True])
+def test_libsvm_reader_matches_sklearn(tmp_path, zero_based):
+    from sklearn.datasets import load_svmlight_file
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 7)) * (rng.random((30, 7)) < 0.4)
+    X[:, 0] = 0.0 if not zero_based else X[:, 0]
+    X[0, 0] = 1.5 if zero_based else 0.0
+    y = np.where(rng.random(30) < 0.3, 1, -1)
+    path = tmp_path / "d.svm"
+    _write_libsvm(path, X, y, zero_based=zero_based)
+    with open(path, "a") as fh:
+        fh.write("# a comment line\n\n-1 2:0.5 # trailing comment\n")
+    t = _io_data.read_libsvm(path)
+    Xs, ys = load_svmlight_file(str(path), zero_based="auto")
+    assert t.zero_based is zero_based
+    np.testing.assert_array_equal(t.y, ys)
+    Xs = Xs.toarray()
+    np.testing.assert_array_equal(t.X[:, : Xs.shape[1]], Xs)
+    assert not t.X[:, Xs.shape[1] :].any()
+    wide = _io_data.read_libsvm(path, n_features=12)
+    assert wide.X.shape == (31, 12)
+
+
+def test_csv_reader_matches_loadtxt(tmp_path):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 3))
+    path = tmp_path / "d.csv"
+    with open(path, "w") as fh:
+        fh.write("\ufeff x , y,cls ,z\n")  # BOM, spaces around names
+        for row, c in zip(X, rng.integers(0, 2, 40), strict=True):
+            a, b, z = map(float, row)
+            fh.write(f"{a!r}, {b!r},{c},{z!r}\n")
+        fh.write("\n")  # a trailing blank line is ignored
+    t = _io_data.read_csv(path, target="cls")
+    ref = np.loadtxt(path, delimiter=",", skiprows=1, encoding="utf-8-sig")
+    np.testing.assert_array_equal(t.X, ref[:, [0, 1, 3]])
+    np.testing.assert_array_equal(t.y.astype(int), ref[:, 2].astype(int))
+    assert t.feature_names == ("x", "y", "z") and t.target == "cls"
+    assert _io_data.read_csv(path, target=-2).target == "cls"
+    picked = _io_data.read_csv(path, columns=["z", "x"], target="nope", optional_target=True)
+    np.testing.assert_array_equal(picked.X, ref[:, [3, 0]])
+    assert picked.y is None
+
+
+def test_detect_format(tmp_path):
+    (tmp_path / "a.data").write_text("1 1:0.5 3:2\n")
+    (tmp_path / "b.data").write_text("x,y\n1,2\n")
+    np.savez(tmp_path / "c.npz", X=np.eye(2))
+    (tmp_path / "c.npz").rename(tmp_path / "c.bin")
+    assert _io_data.detect_format(tmp_path / "a.data") == "libsvm"
+    assert _io_data.detect_format(tmp_path / "b.data") == "csv"
+    assert _io_data.detect_format(tmp_path / "c.bin") == "npz"
+
+
+def test_label_encodings(files, capsys, tmp_path):
+    X, y = files["X"], files["y"]
+    # "+1", "1.0", "1" are one class; words need --positive unless they say positive/true
+    mixed = np.where(y == 1, np.array(["+1", "1.0", "1"])[np.arange(120) % 3], "-1")
+    pos, label, classes = cli._rare_class(mixed, None, "y")
+    np.testing.assert_array_equal(pos, y == 1)
+    assert label == "1" and classes == ("-1", "1")
+    words = np.where(y == 1, "fraud", "ok")
+    pos, label, _ = cli._rare_class(words, "fraud", "y")
+    np.testing.assert_array_equal(pos, y == 1)
+    pos, label, _ = cli._rare_class(np.where(y == 1, "Positive", "negative"), None, "y")
+    np.testing.assert_array_equal(pos, y == 1)
+    with pytest.raises(ValueError, match="--positive LABEL"):
+        cli._rare_class(words, None, "y")
+    # through the command line: string labels with --positive give the same model as ±1
+    _write_csv(tmp_path / "w.csv", X, words)
+    code, _, err = _run(
+        ["fit", tmp_path / "w.csv", "--target", "label", "--positive", "fraud", "--lam", "2^-6",
+         *F64, "-o", tmp_path / "w.npz"], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    mf = cli.load_model_file(tmp_path / "w.npz")
+    assert mf.positive_label == "fraud" and mf.classes == ("fraud", "ok")
+    ref = jaxrank.fit(_standardise(X), y, 2.0**-6, dtype=np.float64)
+    np.testing.assert_allclose(mf.model.coef, ref.coef, rtol=0, atol=1e-10)
+
+
+def test_lambda_syntax():
+    assert cli._positive_float("2^-8") == 2.0**-8
+    assert cli._positive_float("2**3") == 8.0
+    assert cli._positive_float("1e-3") == 1e-3
+    assert cli._fmt_lam(2.0**-6) == "2^-6" and cli._fmt_lam(0.3) == "0.3"
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one line on stderr, a non-zero code, no traceback
+# ---------------------------------------------------------------------------------------------
+
+
+def _error(argv, capsys, *, code=2):
+    got, _, err = _run(argv, capsys)
+    assert got == code, (argv, got, err)
+    assert err.startswith("jaxrank: error: ") and err.endswith("\n"), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_error_paths(files, capsys, tmp_path):
+    d = files["dir"]
+    X, y = files["X"], files["y"]
+    fit = lambda data, *a: ["fit", data, *a, "-o", tmp_path / "m.npz", "--lam", "1", "-q"]
+    err = _error(fit(tmp_path / "missing.csv", "--target", "label"), capsys)
+    assert "no such file" in err and "missing.csv" in err
+    err = _error(fit(d / "train.csv", "--target", "lable"), capsys)
+    assert "no column named 'lable'" in err and "'label'" in err
+    assert "out of range" in _error(fit(d / "train.csv", "--target", "9"), capsys)
+    assert "--target" in _error(fit(d / "train.csv"), capsys)
+    # a non-numeric cell: the line and the column are named
+    lines = (d / "train.csv").read_text().splitlines()
+    cells = lines[5].split(",")
+    cells[2] = "n/a"
+    lines[5] = ",".join(cells)
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    err = _error(fit(tmp_path / "bad.csv", "--target", "label"), capsys)
+    assert "line 6, column 'c'" in err and "'n/a'" in err
+    cells[2] = ""
+    lines[5] = ",".join(cells)
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    assert "empty cell" in _error(fit(tmp_path / "bad.csv", "--target", "label"), capsys)
+    lines[5] = lines[5] + ",1"
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    assert "has 7 fields" in _error(fit(tmp_path / "bad.csv", "--target", "label"), capsys)
+    # one class, three classes, labels without a rare class
+    _write_csv(tmp_path / "one.csv", X, np.ones(120, dtype=int))
+    assert "one class" in _error(fit(tmp_path / "one.csv", "--target", "label"), capsys)
+    _write_csv(tmp_path / "three.csv", X, np.arange(120) % 3)
+    assert "two-valued" in _error(fit(tmp_path / "three.csv", "--target", "label"), capsys)
+    np.savez(tmp_path / "noy.npz", X=X)
+    assert "no label array 'y'" in _error(fit(tmp_path / "noy.npz"), capsys)
+    np.savez(tmp_path / "nan.npz", X=np.where(np.eye(120, 5) > 0, np.nan, X), y=y)
+    assert "X[0, 0] is not a finite" in _error(fit(tmp_path / "nan.npz"), capsys)
+    assert "drop --target" in _error(fit(d / "train.svm", "--target", "y"), capsys)
+    (tmp_path / "bad.svm").write_text("+1 1:0.5\n-1 2=3\n")
+    assert "line 2" in _error(fit(tmp_path / "bad.svm"), capsys)
+    # usage errors are one line too
+    assert "--output" in _error(["fit", d / "train.npz"], capsys)
+    assert "2^-8" in _error(["fit", d / "train.npz", "--lam", "x", "-o", "m.npz"], capsys)
+    assert "invalid choice" in _error(["fit", d / "train.npz", "--basis", "x"], capsys)
+    err = _error(fit(d / "train.npz", "--cv", "2", "--val-frac", "0.5"), capsys)
+    assert "--cv" in err
+    assert "folds=40" in _error(fit(d / "train.npz", "--cv", "40"), capsys)
+    assert "--n-basis" in _error(fit(d / "train.npz", "--n-basis", "3"), capsys)
+    assert "no directory" in _error(
+        ["fit", d / "train.npz", "--lam", "1", "-o", tmp_path / "no" / "m.npz", "-q"], capsys
+    )
+
+
+def test_predict_errors(files, one_model, capsys, tmp_path):
+    d = files["dir"]
+    model = one_model
+    assert "no such model file" in _error(["predict", tmp_path / "none.npz", d / "test.csv"],
+                                          capsys)  # fmt: skip
+    assert "not a model file" in _error(["predict", d / "train.npz", d / "test.csv"], capsys)
+    (tmp_path / "short.csv").write_text("a,b,label\n1,2,1\n")
+    err = _error(["predict", model, tmp_path / "short.csv"], capsys)
+    assert "lacks the feature column(s) 'c', 'd', 'e'" in err
+    np.savez(tmp_path / "narrow.npz", X=np.ones((3, 2)))
+    assert "2 feature columns" in _error(["predict", model, tmp_path / "narrow.npz"], capsys)
+
+
+def test_debug_shows_the_exception(files):
+    with pytest.raises(FileNotFoundError):
+        cli.main(["fit", "nowhere.csv", "--target", "y", "-o", "m.npz", "--debug"])
+
+
+# ---------------------------------------------------------------------------------------------
+# jaxrank bench
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bench_runs_script_with_arguments(tmp_path, capfd):
+    (tmp_path / "hello.py").write_text(
+        "import sys\nprint('args', sys.argv[1:])\nsys.exit(3 if '--fail' in sys.argv else 0)\n"
+    )
+    (tmp_path / "_helper.py").write_text("")
+    assert cli.main(["bench", "--bench-dir", tmp_path, "hello", "--sizes", "10", "-x"]) == 0
+    assert "args ['--sizes', '10', '-x']" in capfd.readouterr().out
+    assert cli.main(["bench", "--bench-dir", tmp_path, "hello", "--fail"]) == 3
+    capfd.readouterr()
+    assert cli.main(["bench", "--bench-dir", tmp_path]) == 0
+    assert capfd.readouterr().out.strip().endswith(": hello")  # _helper is not a bench
+
+
+def test_bench_errors(tmp_path, capsys, monkeypatch):
+    err = _error(["bench", "--bench-dir", tmp_path, "nope"], capsys)
+    assert "no benchmark 'nope'" in err
+    # the repository's bench/ folder is found from the package; the real core bench is listed
+    assert cli.main(["bench"]) == 0
+    assert "core" in capsys.readouterr().out
+    # an installed wheel has no bench/ next to the package, and the cwd has none either
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "jaxrank" / "cli.py"))
+    monkeypatch.chdir(tmp_path)
+    err = _error(["bench", "core"], capsys)
+    assert "no bench/ directory found" in err and "source repository" in err
