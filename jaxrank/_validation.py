@@ -18,6 +18,7 @@ __all__ = [
     "check_X_y",
     "check_binary_labels",
     "check_cast",
+    "check_key",
     "check_lam",
     "check_positive",
     "label_vector",
@@ -161,13 +162,16 @@ def check_lam(lam: float | Sequence[float] | np.ndarray) -> tuple[np.ndarray, bo
     """Return ``(lams, is_scalar)`` with ``lams`` a 1-D float64 array of positive values.
 
     Raises:
-      ValueError: a value is <= 0, NaN or inf, the grid is empty or not 1-D.
+      ValueError: a value is <= 0, NaN or inf, the grid is empty or not 1-D, or ``lam`` is not
+        numbers (strings and booleans are refused: ``True`` is no penalty).
     """
-    arr = np.asarray(lam, dtype=np.float64) if not isinstance(lam, np.ndarray) else lam
     try:
-        arr = np.asarray(arr, dtype=np.float64)
+        kind = np.asarray(lam).dtype.kind
+        arr = np.asarray(lam, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise ValueError(f"lam must be a positive float or a 1-D array, got {lam!r}.") from err
+    if kind not in "fiu":
+        raise ValueError(f"lam must be a positive float or a 1-D array, got {lam!r}.")
     scalar = arr.ndim == 0
     arr = arr.reshape(-1) if scalar else arr
     if arr.ndim != 1:
@@ -267,3 +271,43 @@ def check_cast(X, dtype, *, name: str = "X", block_rows: int = 65536) -> None:
         PrecisionWarning,
         stacklevel=3,
     )
+
+
+def check_key(key, name: str = "key"):
+    """Return ``key`` after checking it is one JAX PRNG key; ``ValueError`` otherwise.
+
+    Accepts a typed key (``jax.random.key(0)``, shape ``()``) or legacy raw key data
+    (``jax.random.PRNGKey(0)``: uint32, shape ``(2,)``). An integer gets a message naming the
+    fix (``jax.random.key(3)``); ``None`` a message saying the key is required. Checked with
+    numpy only (a typed key's dtype prints as ``key<impl>``).
+
+    Example:
+      >>> check_key(3)
+      Traceback (most recent call last):
+      ...
+      ValueError: key must be a jax.random.key, got the integer 3; pass key=jax.random.key(3).
+    """
+    if key is None:
+        raise ValueError(f"{name} is required: pass {name}=jax.random.key(...).")
+    if isinstance(key, bool | np.bool_):
+        raise ValueError(f"{name} must be a jax.random.key, got {key!r}.")
+    if isinstance(key, int | np.integer):
+        raise ValueError(
+            f"{name} must be a jax.random.key, got the integer {key}; "
+            f"pass {name}=jax.random.key({key})."
+        )
+    dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
+    typed = dtype is not None and str(dtype).startswith("key<") and shape == ()
+    raw = False
+    if not typed and dtype is not None and shape == (2,):
+        try:
+            raw = np.dtype(dtype) == np.uint32
+        except TypeError:
+            raw = False
+    if not (typed or raw):
+        what = f"an array of dtype {dtype} and shape {shape}" if dtype is not None else repr(key)
+        raise ValueError(
+            f"{name} must be a single jax.random.key(...) (or jax.random.PRNGKey data), got "
+            f"{what[:80]}."
+        )
+    return key

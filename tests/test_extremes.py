@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 import jaxrank
 from jaxrank import datasets, metrics
-from jaxrank._validation import PrecisionWarning, check_cast, check_X
+from jaxrank._validation import PrecisionWarning, check_cast, check_key, check_X
 from jaxrank.select import select_lambda
 
 # The data set of test_io / test_determinism (shared compiled solver when run together):
@@ -214,6 +214,7 @@ def test_float32_rounding_away_the_data_warns(data):
     "squared distances (σ² ≈ 1e41 -> inf), the kernel is NaN, the model has NaN scores and "
     "only a ConvergenceWarning (NONFINITE) is raised",
 )
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_float32_overflow_is_a_clear_error(data):
     X, y = data
     try:
@@ -428,3 +429,113 @@ def test_check_X_conversions():
         check_X(np.asarray(jnp.asarray([[1.0, jnp.inf]], jnp.bfloat16)))
     with pytest.raises(ValueError, match="numeric"):
         check_X(np.zeros((2, 2), dtype=[("a", "f4"), ("b", "f4")]))
+
+
+# --------------------------------------------------------------------------------------------
+# options, keys and indices (the cases tests/test_fit.py does not cover; docs/validation.md)
+# --------------------------------------------------------------------------------------------
+
+OPTIONS = {
+    "path": (dict(path="fast"), "path must be 'batch' or 'warm'"),
+    "chains": (dict(chains=0), "chains must be a positive integer"),
+    "precondition": (dict(precondition="x"), "precondition must be"),
+    "max_iter": (dict(max_iter=0), "max_iter must be a positive integer"),
+    "max_cg": (dict(max_cg=1.5), "max_cg must be a positive integer"),
+    "tol": (dict(tol=-1.0), "tol must be finite and > 0"),
+    "eps nan": (dict(eps=float("nan")), "eps must be finite and > 0"),
+    "hinge loss": (dict(loss="hinge"), "not twice differentiable"),
+    "dtype int32": (dict(dtype=np.int32), "dtype must be float32 or float64"),
+    "kernel name": (dict(kernel="laplace"), "unknown kernel"),
+    "kernel object": (dict(kernel=object()), "kernel must be a jaxrank kernel"),
+    "repeated basis indices": (dict(basis=np.array([0, 0, 1])), "must not repeat"),
+    "float basis indices": (dict(basis=np.array([0.0, 1.0])), "must be integers"),
+    "2-D basis indices": (dict(basis=np.zeros((2, 2), int)), "1-D and non-empty"),
+    "n_basis 0": (dict(basis="random", key=jax.random.key(0), n_basis=0), "n_basis must be in"),
+    "lam string": (dict(lam="a"), "lam must be a positive float"),
+    "lam bool": (dict(lam=True), "lam must be a positive float"),
+    "lam 2-D": (dict(lam=np.ones((2, 2))), "scalar or a 1-D grid"),
+    "lam inf": (dict(lam=np.inf), "finite and > 0"),
+    "y NaN": (dict(y="nan"), "NaN"),
+    "y 2-D": (dict(y="2d"), "1-D"),
+    "y strings without a positive name": (dict(y="str"), r"\+1, 1 or True"),
+    "init shape": (dict(init=np.zeros(3)), "init must have shape"),
+}
+
+
+@pytest.mark.parametrize("case", list(OPTIONS))
+def test_bad_options_refused(data, case):
+    X, y = data
+    kw, match = OPTIONS[case]
+    kw = dict(kw)
+    yy = {
+        None: y,
+        "nan": np.where(y == 1, 1.0, np.nan),
+        "2d": np.stack([y, y], 1),
+        "str": np.where(y == 1, "yes", "no"),
+    }[kw.pop("y", None)]
+    lam = kw.pop("lam", 1e-2)
+    with pytest.raises(ValueError, match=match):
+        jaxrank.fit(X, yy, lam, **kw)
+
+
+def test_float64_without_x64_refused(data):
+    X, y = data
+    with jax.enable_x64(False), pytest.raises(ValueError, match="needs x64"):
+        jaxrank.fit(X, y, 1e-2, dtype=np.float64)
+
+
+def test_fixed_basis_entry_points_refuse_basis(data):
+    X, y = data
+    with pytest.raises(TypeError, match="fixes basis='rare'"):
+        jaxrank.fit_rankrc(X, y, 1e-2, basis="all")
+    with pytest.raises(TypeError, match="fixes basis='all'"):
+        jaxrank.fit_ranksvm(X, y, 1e-2, basis="rare")
+
+
+def test_decision_function_bad_rows(reference):
+    with pytest.raises(ValueError, match="2-D"):
+        reference.decision_function(np.zeros(5))
+    with pytest.raises(ValueError, match="empty"):
+        reference.decision_function(np.zeros((0, 5)))
+    with pytest.raises(ValueError, match="select\\(\\) needs a model fitted on a λ grid"):
+        reference.select(0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RankModel.select indexes JAX arrays, which clamp out-of-range indices: select(5) on "
+    "a 3-λ grid silently returns the model of the last λ",
+)
+def test_select_out_of_range_refused(data):
+    X, y = data
+    grid = jaxrank.fit(X, y, [1e-1, 1e-2, 1e-3], **F64)
+    with pytest.raises((IndexError, ValueError)):
+        grid.select(5)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="bases.resolve_basis passes key= straight to jax.random.permutation: an integer key "
+    "gets JAX's TypeError 'invalid PRNG key data' instead of a ValueError naming the fix "
+    "(_validation.check_key exists for this)",
+)
+def test_integer_key_is_a_clear_error(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"jax\.random\.key\(3\)"):
+        jaxrank.fit(X, y, 1e-2, basis="random", key=3)
+
+
+def test_check_key():
+    assert check_key(jax.random.key(0)) is not None
+    assert check_key(jax.random.PRNGKey(0)) is not None
+    for bad, match in [
+        (3, r"integer 3; pass key=jax\.random\.key\(3\)"),
+        (None, "key is required"),
+        (True, "got True"),
+        ("0", "single jax.random.key"),
+        (jax.random.split(jax.random.key(0)), r"shape \(2,\)"),
+        (np.zeros(2), "dtype float64"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            check_key(bad)
