@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_positive, check_X, check_X_y
 from jaxrank.fit import ConvergenceWarning, _choose_dtype
@@ -321,11 +322,14 @@ def _negative_moments(X, covariance, k, rho, key, power_iters, oversample, dt, m
 
 def _singular_message(X, what: str, rho: float) -> str:
     const = np.flatnonzero(np.ptp(X, axis=0) == 0)
-    why = (
-        f"feature(s) {const[:8].tolist()} are constant over the negatives"
-        if const.size
-        else f"{X.shape[0]} negatives in {X.shape[1]} dimensions, or collinear features"
-    )
+    n, d = X.shape
+    if const.size:
+        why = f"feature(s) {const[:8].tolist()} are constant over the negatives"
+    elif n <= d:
+        why = f"{n} negatives in {d} dimensions: the covariance has rank < {d}"
+    else:
+        why = "collinear features, e.g. one-hot indicators that sum to 1"
+
     fix = "pass a larger rho" if rho > 0 else "pass rho > 0 (the robust Σ + ρI of seed 002 eq. 7)"
     return f"{what} is singular ({why}); {fix}, or drop those features."
 
@@ -711,6 +715,10 @@ class MIBCModel:
         gap = jnp.maximum(1 - mu, 0)
         return jnp.where(mu < 1, var / (var + gap**2), 1.0).astype(s.dtype)
 
+    def save(self, path) -> None:
+        """Write the model to ``path`` as a checksummed ``.npz`` (:func:`jaxrank.io.save`)."""
+        _io.save(self, path)
+
     def select(self, i: int) -> MIBCModel:
         """The model of the ``i``-th ν of a grid, as a scalar-ν model."""
         if self.dual_coef.ndim == 1:
@@ -948,3 +956,66 @@ def _warn_status(info: MIBCInfo, nus: np.ndarray, tol: float) -> None:
         ConvergenceWarning,
         stacklevel=3,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Saving and loading (jaxrank.io): MIBC models join its registry
+# --------------------------------------------------------------------------------------------
+
+_MOMENT_FIELDS = ("mean", "rho", "chol", "diag", "factors", "basis", "shrink")
+
+
+def _to_arrays(model: MIBCModel) -> dict[str, Any]:
+    fields = {f"moments.{f}": getattr(model.moments, f) for f in _MOMENT_FIELDS}
+    fields["moments.covariance"] = model.moments.covariance
+    fields["kernel"] = model.kernel
+    fields["basis"] = model.basis
+    for name in _PER_NU:
+        if name != "info":
+            fields[name] = getattr(model, name)
+    for f in MIBCInfo._fields:
+        fields[f"info.{f}"] = getattr(model.info, f)
+    return fields
+
+
+def _from_arrays(fields: dict[str, Any]) -> MIBCModel:
+    covariance = fields["moments.covariance"]
+    if covariance not in _COVARIANCES:
+        raise ValueError(f"unknown covariance model {covariance!r}.")
+    moments = NegativeMoments(
+        **{f: fields[f"moments.{f}"] for f in _MOMENT_FIELDS}, covariance=covariance
+    )
+    model = MIBCModel(
+        moments=moments,
+        kernel=fields["kernel"],
+        basis=fields["basis"],
+        info=MIBCInfo(**{f: fields[f"info.{f}"] for f in MIBCInfo._fields}),
+        **{name: fields[name] for name in _PER_NU if name != "info"},
+    )
+    _check_loaded(model)
+    return model
+
+
+def _check_loaded(model: MIBCModel) -> None:
+    """Shapes that must agree for ``decision_function`` and ``select`` to work."""
+    mom = model.moments
+    b = np.shape(model.basis)
+    nu = np.shape(model.nu)
+    problems = []
+    need = {"full": ("chol",), "diag": ("diag",), "factor": ("diag", "factors", "basis", "shrink")}
+    for f in need[mom.covariance]:
+        if getattr(mom, f) is None:
+            problems.append(f"covariance {mom.covariance!r} needs moments.{f}")
+    if len(b) != 2 or np.shape(mom.mean) != (b[1],):
+        problems.append(f"basis {b} and moments.mean {np.shape(mom.mean)} disagree")
+    elif len(nu) > 1 or np.shape(model.dual_coef) != (*nu, b[0]):
+        problems.append(f"dual_coef {np.shape(model.dual_coef)}, nu {nu}, basis {b} disagree")
+    elif model.coef is not None and np.shape(model.coef) != (*nu, b[1]):
+        problems.append(f"coef {np.shape(model.coef)}, nu {nu}, basis {b} disagree")
+    if not isinstance(model.kernel, _kernels.Gaussian | _kernels.Linear | _kernels.Polynomial):
+        problems.append(f"kernel {type(model.kernel).__name__} is not a jaxrank kernel")
+    if problems:
+        raise ValueError("inconsistent MIBCModel: " + "; ".join(problems) + ".")
+
+
+_io.register_model("MIBCModel", MIBCModel, _to_arrays, _from_arrays)

@@ -543,10 +543,30 @@ def test_bad_data(small):
         fit_mibc(Xc, y, nu=0.5, covariance=cov, rho=0.1)
     with pytest.raises(ValueError, match="singular"):
         fit_mibc(Xc, y, nu=0.5, covariance="factor", n_factors=2, key=jax.random.key(0))
-    # fewer negatives than features
+    # fewer negatives than features; collinear features
     few = np.vstack([P, N[:5]])
-    with pytest.raises(ValueError, match="singular"):
+    with pytest.raises(ValueError, match=r"singular.*5 negatives in 10 dimensions"):
         fit_mibc(few, labels(7, 5), nu=0.5)
+    Xl = X.copy()
+    Xl[:, 9] = Xl[:, 0] - 2 * Xl[:, 1]
+    with pytest.raises(ValueError, match=r"singular.*collinear"):
+        fit_mibc(Xl, y, nu=0.5)
     model = fit_mibc(X, y, nu=0.5)
     with pytest.raises(ValueError, match="features"):
         model.decision_function(X[:, :3])
+
+
+def test_save_load_round_trip(small, tmp_path):
+    X, y, _, _ = small
+    for kw in (
+        dict(nu=[0.1, 0.5], rho=0.1),
+        dict(nu=0.3, covariance="factor", n_factors=3, key=jax.random.key(0)),
+        dict(nu=0.3, covariance="diag", kernel=kernels.gaussian(4.0)),
+    ):
+        model = fit_mibc(X, y, **kw)
+        path = tmp_path / "mibc.npz"
+        model.save(path)
+        same = jaxrank.io.load(path)
+        assert isinstance(same, MIBCModel) and same.covariance == model.covariance
+        np.testing.assert_array_equal(same.decision_function(X), model.decision_function(X))
+        np.testing.assert_array_equal(same.neg_error_bound, model.neg_error_bound)
