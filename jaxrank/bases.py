@@ -4,32 +4,147 @@
 - ``"all"``: R = every training row — kernel RankSVM, seed 000 eq. (6).
 - ``"random"``: R = ``n_basis`` rows drawn uniformly without replacement (default ``m+``) —
   RANK-RND of seed 000 Sec. 6.
+- ``"rare_first"``: every rare row first, then majority rows drawn uniformly without
+  replacement up to ``n_basis`` (seed 003, Sec. 4, last paragraph; the order that minimises the
+  projected-map bound (31) for a given ``|R|``, Cor. 4). With ``n_basis < m+``: ``n_basis`` rare
+  rows drawn uniformly.
+- ``"kmeans++"``: k-means++ seeding (Arthur & Vassilvitskii 2007) on the rare class when
+  ``n_basis < m+`` — seed 003, Sec. 4: "select |R| < m+ points from the positive class using a
+  more sophisticated landmark selection strategy than random sampling"; with ``n_basis ≥ m+``
+  every rare row, then the seeding continues over the majority rows with the rare rows as the
+  centres already chosen. Needs ``X``.
 - an integer array: any R-subset (eq. 11), e.g. Nyström landmarks.
+
+Every random strategy is a pure function of ``key``: the same key gives the same basis, and a
+larger ``n_basis`` with the same key extends the smaller basis (its prefix), so a basis can be
+grown one landmark at a time (as in seed 003, Fig. 3).
 """
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["resolve_basis"]
+from jaxrank._validation import check_X
+
+__all__ = ["kmeanspp", "resolve_basis"]
+
+_STRATEGIES = ("rare", "all", "random", "rare_first", "kmeans++")
 
 
-def resolve_basis(basis, pos: np.ndarray, *, key=None, n_basis: int | None = None) -> np.ndarray:
-    """Return the basis as sorted-free int64 row indices into the training rows.
+def _basis_size(n_basis, default: int, m: int) -> int:
+    if n_basis is None:
+        n = default
+    else:
+        try:
+            n = int(n_basis)
+        except (TypeError, ValueError):
+            n = None
+        if isinstance(n_basis, bool) or n is None or n != n_basis:
+            raise ValueError(f"n_basis must be an integer, got {n_basis!r}.")
+    if not 1 <= n <= m:
+        raise ValueError(f"n_basis must be in [1, {m}], got {n}.")
+    return n
+
+
+def _need_key(key, name: str) -> None:
+    if key is None:
+        raise ValueError(f"basis={name!r} needs key=jax.random.key(...).")
+
+
+@jax.jit
+def _kmeanspp(C: jax.Array, key: jax.Array, n_fixed: jax.Array, n_total: jax.Array) -> jax.Array:
+    # D² sampling over the rows of C. The first n_fixed rows are forced centres (taken in order);
+    # every later centre is drawn with probability ∝ the squared distance to its nearest chosen
+    # centre (uniformly when nothing is chosen yet, or when every unchosen row coincides with a
+    # chosen one). Step t draws with fold_in(key, t), so a longer run extends a shorter one.
+    # The counts are dynamic (one compilation per shape of C); out[n_total:] is unused.
+    n = C.shape[0]
+    dt = C.dtype
+
+    def body(t, state):
+        d2, chosen, out = state
+        free = ~chosen
+        w = jnp.where(jnp.isinf(d2), 1, d2)  # no centre yet: equal weights
+        logits = jnp.where(free & (w > 0), jnp.log(jnp.where(w > 0, w, 1)), -jnp.inf)
+        any_mass = jnp.any(jnp.isfinite(logits))
+        logits = jnp.where(any_mass, logits, jnp.where(free, 0.0, -jnp.inf).astype(dt))
+        drawn = jax.random.categorical(jax.random.fold_in(key, t), logits).astype(jnp.int32)
+        i = jnp.where(t < n_fixed, t, drawn).astype(jnp.int32)
+        diff = C - C[i]
+        d2 = jnp.minimum(d2, jnp.sum(diff * diff, axis=1))
+        return d2, chosen.at[i].set(True), out.at[t].set(i)
+
+    init = (jnp.full((n,), jnp.inf, dt), jnp.zeros((n,), bool), jnp.zeros((n,), jnp.int32))
+    _, _, out = jax.lax.fori_loop(0, n_total, body, init)
+    return out
+
+
+def kmeanspp(X, n: int, *, key: jax.Array, fixed: int = 0) -> np.ndarray:
+    """k-means++ seeding: ``n`` rows of ``X`` drawn by D² sampling (Arthur & Vassilvitskii 2007).
+
+    The first centre is uniform over the rows; each next one is row ``i`` with probability
+    ``D(x_i)² / Σ_j D(x_j)²``, ``D(x)`` the Euclidean distance (in input space) from ``x`` to
+    its nearest centre chosen so far. The first ``fixed`` rows of ``X`` are taken as centres
+    chosen before any draw (they are returned first, in order). Cost ``O(n · m · d)``.
 
     Args:
-      basis: ``"rare"``, ``"all"``, ``"random"`` or a 1-D integer array of row indices.
-      pos: ``(m,)`` boolean mask of the rare class.
-      key: ``jax.random.key`` for ``"random"`` (required there: randomness is explicit).
-      n_basis: size of a random basis (default m+).
+      X: ``(m, d)`` rows.
+      n: number of centres, ``fixed ≤ n ≤ m``.
+      key: ``jax.random.key``; draw ``t`` uses ``jax.random.fold_in(key, t)``, so a larger
+        ``n`` with the same key extends the selection of a smaller one.
+      fixed: number of leading rows that are centres from the start.
 
     Returns:
-      ``(|R|,)`` int64 indices.
+      ``(n,)`` int64 row indices in selection order (distinct).
+
+    Example:
+      >>> import jax, numpy as np
+      >>> X = np.array([[0.0], [0.1], [10.0], [10.1]])
+      >>> idx = kmeanspp(X, 2, key=jax.random.key(0))
+      >>> sorted((X[idx, 0] // 5).astype(int).tolist())  # one centre per cluster
+      [0, 2]
+    """
+    X = check_X(X)
+    m = X.shape[0]
+    if not 0 <= fixed <= n <= m:
+        raise ValueError(f"need 0 <= fixed <= n <= m = {m}, got fixed={fixed}, n={n}.")
+    dt = jnp.float64 if (X.dtype == np.float64 and jax.config.jax_enable_x64) else jnp.float32
+    out = _kmeanspp(jnp.asarray(X, dt), key, jnp.int32(fixed), jnp.int32(n))
+    return np.asarray(out)[:n].astype(np.int64)
+
+
+def resolve_basis(
+    basis, pos: np.ndarray, *, key=None, n_basis: int | None = None, X=None
+) -> np.ndarray:
+    """Return the basis as int64 row indices into the training rows.
+
+    Args:
+      basis: ``"rare"``, ``"all"``, ``"random"``, ``"rare_first"``, ``"kmeans++"`` (see the
+        module notes) or a 1-D integer array of row indices.
+      pos: ``(m,)`` boolean mask of the rare class.
+      key: ``jax.random.key``, required by the random strategies ``"random"``,
+        ``"rare_first"`` and ``"kmeans++"`` (randomness is explicit).
+      n_basis: basis size for the random strategies (default m+).
+      X: ``(m, d)`` training rows; required by ``"kmeans++"`` (distances), ignored otherwise.
+
+    Returns:
+      ``(|R|,)`` int64 indices. ``"random"``: ascending. ``"rare_first"``: the rare rows
+      (ascending; with ``n_basis < m+`` in draw order), then the majority rows in draw order.
+      ``"kmeans++"``: in selection order (with ``n_basis ≥ m+`` the rare rows, ascending,
+      first). An index array is returned as given.
 
     Raises:
-      ValueError: unknown basis name, missing key, indices out of range or repeated, or a basis
-        size outside ``[1, m]``.
+      ValueError: unknown basis name, missing key (or ``X`` for ``"kmeans++"``), indices out of
+        range or repeated, or a basis size outside ``[1, m]``.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> pos = np.array([False, True, False, False, True, False])
+      >>> idx = resolve_basis("rare_first", pos, n_basis=4, key=jax.random.key(0))
+      >>> idx[:2].tolist(), bool(np.all(~pos[idx[2:]]))
+      ([1, 4], True)
     """
     m = pos.shape[0]
     if isinstance(basis, str):
@@ -37,16 +152,40 @@ def resolve_basis(basis, pos: np.ndarray, *, key=None, n_basis: int | None = Non
             return np.flatnonzero(pos)
         if basis == "all":
             return np.arange(m)
+        n_pos = int(pos.sum())
         if basis == "random":
-            if key is None:
-                raise ValueError("basis='random' needs key=jax.random.key(...).")
-            n = int(pos.sum()) if n_basis is None else int(n_basis)
-            if not 1 <= n <= m:
-                raise ValueError(f"n_basis must be in [1, {m}], got {n}.")
+            _need_key(key, basis)
+            n = _basis_size(n_basis, n_pos, m)
             perm = np.asarray(jax.random.permutation(key, m))
             return np.sort(perm[:n]).astype(np.int64)
+        if basis == "rare_first":
+            _need_key(key, basis)
+            n = _basis_size(n_basis, n_pos, m)
+            rare, rest = np.flatnonzero(pos), np.flatnonzero(~pos)
+            if n <= n_pos:
+                # fewer landmarks than rare rows: a uniform draw of them (n = m+: all of them)
+                take = np.asarray(jax.random.permutation(key, n_pos))[:n] if n < n_pos else None
+                return (rare if take is None else rare[take]).astype(np.int64)
+            draw = np.asarray(jax.random.permutation(key, rest.size))[: n - n_pos]
+            return np.concatenate([rare, rest[draw]]).astype(np.int64)
+        if basis == "kmeans++":
+            _need_key(key, basis)
+            if X is None:
+                raise ValueError(
+                    "basis='kmeans++' needs the training rows: resolve_basis(..., X=X)."
+                )
+            X = check_X(X)
+            if X.shape[0] != m:
+                raise ValueError(f"X has {X.shape[0]} rows, the labels have {m}.")
+            n = _basis_size(n_basis, n_pos, m)
+            rare, rest = np.flatnonzero(pos), np.flatnonzero(~pos)
+            if n <= n_pos:
+                return rare[kmeanspp(X[rare], n, key=key)]
+            rows = np.concatenate([rare, rest])
+            return rows[kmeanspp(X[rows], n, key=key, fixed=n_pos)]
         raise ValueError(
-            f"unknown basis {basis!r}; use 'rare', 'all', 'random' or an array of row indices."
+            f"unknown basis {basis!r}; use one of {', '.join(map(repr, _STRATEGIES))} or an "
+            "array of row indices."
         )
     idx = np.asarray(basis)
     if idx.ndim != 1 or idx.size == 0:
