@@ -124,6 +124,7 @@ def test_folds_depend_only_on_key(data):
     assert len({tuple(v) for v in folds.values()}) == 5
 
 
+@pytest.mark.slow  # a fold-sized λ grid compiles once more (~10 s of CPU)
 def test_select_lambda_bit_identical(data):
     X, y = data
     runs = []
