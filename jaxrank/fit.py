@@ -14,12 +14,23 @@ each CG step is one matrix-matrix product for the whole grid (DESIGN §4), or, w
 ``path="warm"``, as a ``lax.scan`` from large to small λ, each solve warm-started at the
 previous solution (seed 000, footnote 2).
 
-CG is preconditioned by ``M = K_RR + δI`` (a Cholesky factor computed once per fit): the trust
-region is then the RKHS norm of the step, ``||s||_M ≈ ||Σ s_r φ(x_r)||``, and the preconditioned
-Hessian ``M⁻¹H = λI + M⁻¹ K_{·R}ᵀ D K_{·R}`` has eigenvalues bounded below by about λ — the
-conditioning of the linearised problem of seed 000 eq. (15) without forming its features. This
-replaces the paper's diagonal preconditioner (footnote 2), which does nothing for the
-ill-conditioning of ``K_RR`` itself; ``precondition="none"`` turns it off.
+CG is preconditioned (``precondition="spectral"``, the default up to 2048 basis functions) by
+a model of the Hessian itself::
+
+    M(λ, c) = λ (K_RR + δI) + c G,   G = mean over pairs (i, j) of (k_i − k_j)(k_i − k_j)ᵀ
+
+where ``k_i`` are rows of ``K_{·R}``: ``G`` is the data Hessian if every pair were on the
+quadratic piece of ℓ (= ``C_+ + C_− + (μ_+ − μ_−)(μ_+ − μ_−)ᵀ``, within-class covariances of the
+kernel features plus the mean difference), and ``c = ℓ''·(fraction of pairs on the quadratic
+piece)`` is read off each Newton step's windows for free. ``G`` is formed once per fit (one
+``Kᵀ K`` over at most 16384 rows per class, strided), and one generalized eigendecomposition
+``G = (K_RR + δI)^{1/2} Q Λ Qᵀ (K_RR + δI)^{1/2}`` makes ``M(λ, c)⁻¹ = Pᵀ diag(1/(λ + cΛ)) P``
+with ``P = Qᵀ L⁻¹`` available for every λ of a grid and every Newton step at the cost of two
+small products. The trust region is then ``||s||_M``. Measured (m = 5000, ρ = 2 %, 16-λ grid,
+float64): 60 Newton / 127 CG steps against 112 / 1433 with ``M = K_RR + δI``
+(``"cholesky"``: the RKHS norm, eigenvalues of ``M⁻¹H`` bounded below by λ but spread by the
+data term) — the smallest λ, which dominated, now needs 6 / 24 instead of 24 / 504. The paper's
+diagonal preconditioner (seed 000, footnote 2) is ``"jacobi"``; ``"none"`` turns it off.
 """
 
 from __future__ import annotations
@@ -49,10 +60,14 @@ __all__ = [
     "fit_ranksvm",
     "fit_rows",
     "hessian_diagonal",
+    "moment_gram",
     "objective_closures",
+    "pair_curvature",
+    "resolve_precondition",
 ]
 
 _HI = jax.lax.Precision.HIGHEST
+_mm = functools.partial(jnp.matmul, precision=_HI)
 
 
 class ConvergenceWarning(UserWarning):
@@ -227,15 +242,79 @@ def objective_closures(
     return fun, hvp
 
 
+def pair_curvature(w: pairwise.Windows, loss: PiecewiseQuadratic, n_pairs: int) -> jax.Array:
+    """``ℓ''`` averaged over all pairs: ``2q · #(pairs on the quadratic piece) / n_pairs``.
+
+    The scale ``c`` of the spectral preconditioner's data term (module notes); ``w`` may carry
+    leading batch axes (e.g. the per-level windows of the multi-level objective), all summed.
+    """
+    nq = jnp.sum((w.b - w.a).astype(w.sp.dtype))
+    return 2 * loss.q * nq / n_pairs
+
+
+def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384) -> np.ndarray:
+    """``G = Σ_{(r,s)∈pairs} Σ_{i∈r, j∈s} (k_i − k_j)(k_i − k_j)ᵀ / Σ_{(r,s)} m_r m_s``.
+
+    The data Hessian of a pairwise objective with every pair on a unit-curvature piece, from
+    per-group moments ``S1_g = Σ_{i∈g} k_i`` and ``S2_g = Σ_{i∈g} k_i k_iᵀ``::
+
+        Σ_{i∈r, j∈s} (k_i − k_j)(k_i − k_j)ᵀ = m_s S2_r + m_r S2_s − S1_r S1_sᵀ − S1_s S1_rᵀ
+
+    (for two classes, ``G = C_+ + C_− + (μ_+ − μ_−)(μ_+ − μ_−)ᵀ``). ``S2_g`` of a group larger
+    than ``cap`` rows is estimated from ``cap`` evenly strided rows (it only shapes a
+    preconditioner); ``S1_g`` is exact.
+
+    Args:
+      K: ``(m_pad, |R|)`` kernel block, groups stored consecutively from row 0.
+      counts: rows per group; ``pairs``: ``(r, s)`` group pairs the objective compares.
+      cap: most rows per group in ``S2_g``.
+
+    Returns:
+      ``(|R|, |R|)`` float64 host array.
+    """
+    offs = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    ind = np.zeros((len(counts), K.shape[0]), np.float64)
+    for g in range(len(counts)):
+        ind[g, offs[g] : offs[g + 1]] = 1.0
+    S1 = np.asarray(_mm(jnp.asarray(ind, K.dtype), K), np.float64)
+    S2 = []
+    for g, m_g in enumerate(counts):
+        take = min(int(m_g), cap)
+        rows = offs[g] + (np.arange(take, dtype=np.int64) * int(m_g)) // take
+        Ks = K[jnp.asarray(rows)]
+        S2.append(np.asarray(_mm(Ks.T, Ks), np.float64) * (m_g / take))
+    G = np.zeros_like(S2[0])
+    total = 0.0
+    for r, s_ in pairs:
+        m_r, m_s = float(counts[r]), float(counts[s_])
+        cross = np.outer(S1[r], S1[s_])
+        G += m_s * S2[r] + m_r * S2[s_] - cross - cross.T
+        total += m_r * m_s
+    return G / total
+
+
 @dataclasses.dataclass(frozen=True)
 class _Biclass:
-    """Row layout [positives; negatives; padding] of the biclass objective (static, hashable)."""
+    """Row layout [positives; negatives; padding] of the biclass objective (static, hashable).
+
+    A layout gives the solver ``closures`` and, for the spectral preconditioner, the row
+    ``groups``, the group ``pairs`` the loss compares, and the mean ``curvature`` of a step.
+    """
 
     n_pos: int
     n_neg: int
 
+    @property
+    def groups(self) -> tuple[int, ...]:
+        return (self.n_pos, self.n_neg)
+
+    pairs = ((0, 1),)
+
     def closures(self, K, Krr, lam, loss, block, jacobi):
         return objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, block, jacobi)
+
+    def curvature(self, lin, loss):
+        return pair_curvature(lin[0], loss, self.n_pos * self.n_neg)
 
 
 @functools.partial(
@@ -246,17 +325,21 @@ def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_it
            path, chains, precondition):  # fmt: skip
     """The λ-grid solver shared by every R-subset objective; ``layout.closures`` gives
     ``(fun, hvp)`` for one λ (biclass here, multi-level in :mod:`jaxrank.multilevel`)."""
-    if precondition == "cholesky":
-        # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
-        # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
-        precond = lambda lin, r: jnp.matmul(jnp.matmul(chol, r, precision=_HI), chol, precision=_HI)
-    elif precondition == "jacobi":
-        precond = lambda lin, r: r / lin[1]
-    else:
-        precond = None
 
     def single(lam, b0):
         fun, hvp = layout.closures(K, Krr, lam, loss, block, precondition == "jacobi")
+        if precondition == "cholesky":
+            # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
+            # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
+            precond = lambda lin, r: _mm(_mm(chol, r), chol)
+        elif precondition == "spectral":
+            P, ev = chol
+            # M(λ, c)⁻¹ r = Pᵀ diag(1/(λ + cΛ)) P r, c from this Newton step's windows
+            precond = lambda lin, r: _mm(_mm(P, r) / (lam + layout.curvature(lin, loss) * ev), P)
+        elif precondition == "jacobi":
+            precond = lambda lin, r: r / lin[1]
+        else:
+            precond = None
         return trust_ncg(fun, hvp, b0, tol=tol, floor=floor, max_iter=max_iter,
                          max_cg=max_cg, precond=precond)  # fmt: skip
 
@@ -292,6 +375,56 @@ def _choose_dtype(X: np.ndarray, dtype) -> np.dtype:
     if X.dtype == np.float64 and jax.config.jax_enable_x64:
         return np.dtype(np.float64)
     return np.dtype(np.float32)
+
+
+def _spectral_precond(Krr: jax.Array, G: np.ndarray) -> tuple[jax.Array, jax.Array] | None:
+    """``(P, Λ)`` with ``M(λ, c)⁻¹ = Pᵀ diag(1/(λ + cΛ)) P`` for ``M = λ(K_RR + δI) + cG``.
+
+    ``L Lᵀ = K_RR + δI`` and ``L⁻¹ G L⁻ᵀ = Q Λ Qᵀ`` give ``M = L Q (λI + cΛ) Qᵀ Lᵀ`` and
+    ``P = Qᵀ L⁻¹``. Computed on the host in float64 (one Cholesky and one symmetric eigensolve,
+    O(|R|³) once per fit), the jitter δ as in :func:`_cholesky_precond`; ``None`` if no jitter
+    makes ``K_RR`` factorisable.
+    """
+    dt = Krr.dtype
+    A = np.asarray(Krr, np.float64)
+    n = A.shape[0]
+    scale = float(np.mean(np.diag(A)))
+    scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+    jitter = (1e-8 if dt == jnp.float64 else 1e-4) * scale
+    eye = np.eye(n)
+    if not np.all(np.isfinite(G)):
+        return None
+    for _ in range(6):
+        try:
+            L = np.linalg.cholesky(A + jitter * eye)
+        except np.linalg.LinAlgError:
+            jitter *= 100
+            continue
+        Li = np.linalg.solve(L, eye)
+        C = Li @ G @ Li.T
+        ev, Q = np.linalg.eigh(0.5 * (C + C.T))
+        P = Q.T @ Li
+        if np.all(np.isfinite(P)) and np.all(np.isfinite(ev)):
+            return jnp.asarray(P, dt), jnp.asarray(np.maximum(ev, 0.0), dt)
+        jitter *= 100
+    return None
+
+
+#: Largest basis for which ``precondition="auto"`` picks the spectral preconditioner: its
+#: O(|R|³) float64 eigensolve on the host (≈ 0.5 s at 1000, 4 s at 2048 on 2 cores) must stay
+#: small against the fit.
+SPECTRAL_MAX_BASIS = 2048
+
+
+def resolve_precondition(precondition: str, layout, n_basis: int) -> str:
+    """``"auto"`` → ``"spectral"`` when the layout supports it and ``|R| ≤ SPECTRAL_MAX_BASIS``,
+    else ``"cholesky"``; an explicit ``"spectral"`` on a layout without it is refused."""
+    spectral_ok = hasattr(layout, "curvature") and hasattr(layout, "groups")
+    if precondition == "auto":
+        return "spectral" if spectral_ok and n_basis <= SPECTRAL_MAX_BASIS else "cholesky"
+    if precondition == "spectral" and not spectral_ok:
+        raise ValueError("precondition='spectral' is not available for this objective.")
+    return precondition
 
 
 def _cholesky_precond(Krr: jax.Array) -> jax.Array | None:
@@ -330,7 +463,7 @@ def fit(
     max_cg: int = 25,
     path: str = "batch",
     chains: int = 4,
-    precondition: str = "cholesky",
+    precondition: str = "auto",
     dtype=None,
     memory_budget: int | None = None,
     init=None,
@@ -361,8 +494,10 @@ def fit(
       chains: for ``path="warm"``, how many consecutive λ are solved batched per step (each
         warm-started from the solution ``chains`` places before it); ``1`` is the plain
         sequential warm path of seed 000 (footnote 2).
-      precondition: ``"cholesky"`` (``M = K_RR + δI``, see module notes), ``"jacobi"`` (the
-        exact Hessian diagonal at each Newton step, seed 000 footnote 2) or ``"none"``.
+      precondition: ``"spectral"`` (``M = λ(K_RR + δI) + cG``, a model of the Hessian, see
+        module notes), ``"cholesky"`` (``M = K_RR + δI``), ``"jacobi"`` (the exact Hessian
+        diagonal at each Newton step, seed 000 footnote 2), ``"none"``, or ``"auto"``
+        (spectral up to ``SPECTRAL_MAX_BASIS`` basis functions, else cholesky).
       dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on,
         else float32.
       memory_budget: bytes the kernel block may take (default: 60 % of RAM / 80 % of device
@@ -424,9 +559,10 @@ def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter
         raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     if isinstance(chains, bool) or int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}.")
-    if precondition not in ("cholesky", "jacobi", "none"):
+    if precondition not in ("auto", "spectral", "cholesky", "jacobi", "none"):
         raise ValueError(
-            f"precondition must be 'cholesky', 'jacobi' or 'none', got {precondition!r}."
+            "precondition must be 'auto', 'spectral', 'cholesky', 'jacobi' or 'none', "
+            f"got {precondition!r}."
         )
     for name, v in (("max_iter", max_iter), ("max_cg", max_cg)):
         if isinstance(v, bool) or int(v) != v or v < 1:
@@ -461,7 +597,11 @@ def fit_rows(
     B = Xd[jnp.asarray(idx)]
     K = _kernels.kernel_block(kernel, Xd[jnp.asarray(order)], B, padded=True, multiple=block)
     Krr = kernel(B, B)
-    chol = _cholesky_precond(Krr) if precondition == "cholesky" else None
+    precondition = resolve_precondition(precondition, layout, nb)
+    if precondition == "spectral":
+        chol = _spectral_precond(Krr, moment_gram(K, layout.groups, layout.pairs))
+    else:
+        chol = _cholesky_precond(Krr) if precondition == "cholesky" else None
     # The gradient is a difference of two sums over m rows (positives pull, negatives push)
     # that cancel at the optimum; with the two-level product their rounding error is about
     # eps·(√block + √(m/block))·max|k|: the smallest gradient this dtype resolves (≈ 2e-6 in
@@ -486,7 +626,7 @@ def fit_rows(
             raise ValueError(f"init must have shape ({nb},) or ({L}, {nb}), got {init.shape}.")
         init = init[sort] if init.ndim == 2 else init
         beta0 = jnp.broadcast_to(jnp.asarray(init), (sort.size, nb))
-    if chol is None and precondition == "cholesky":
+    if chol is None and precondition in ("cholesky", "spectral"):
         precondition = "none"  # no jitter made K_RR factorisable
     betas, info = _solve(
         K, Krr, chol if chol is not None else Krr, jnp.asarray(lams[sort], dt), beta0,

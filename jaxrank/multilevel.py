@@ -30,7 +30,7 @@ Each term sorts only its positive level (the small side), so a Newton step costs
 ``O(Σ_s (m_s + o_s) log m_s) ≤ O(R · m log m)`` and ``O(R · m)`` memory for the windows, plus two
 products with ``K``; the ``Σ_{r<s} m_r m_s`` pairs are never formed.
 
-Kernel block, memory budget, trust-region Newton-CG, Cholesky preconditioner ``K_RR + δI``,
+Kernel block, memory budget, trust-region Newton-CG, preconditioner (spectral or ``K_RR + δI``),
 float32 gradient floor and λ grids (``path="batch"``: vmapped; ``"warm"``: large to small λ,
 each solve warm-started at the previous one) are those of :func:`jaxrank.fit.fit`.
 """
@@ -57,7 +57,7 @@ from jaxrank.datasets import (
     _resolve_key,
     _standard_normal,
 )
-from jaxrank.fit import RankModel, _choose_dtype, check_solver_options, fit_rows
+from jaxrank.fit import RankModel, _choose_dtype, check_solver_options, fit_rows, pair_curvature
 from jaxrank.losses import PiecewiseQuadratic
 
 __all__ = [
@@ -299,10 +299,22 @@ class _Levels:
 
     counts: tuple[int, ...]
 
+    @property
+    def groups(self) -> tuple[int, ...]:
+        return self.counts
+
+    @property
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        R = len(self.counts)
+        return tuple((r, s) for s in range(R) for r in range(s))
+
     def closures(self, K, Krr, lam, loss, block, jacobi):
         if jacobi:
             raise ValueError("precondition='jacobi' is not available for fit_multilevel.")
         return objective_closures(K, Krr, lam, loss, self.counts, block)
+
+    def curvature(self, lin, loss):
+        return pair_curvature(lin, loss, n_pairs(self.counts))
 
 
 def fit_multilevel(
@@ -317,7 +329,7 @@ def fit_multilevel(
     tol: float = 1e-6,
     max_iter: int = 100,
     max_cg: int = 25,
-    precondition: str = "cholesky",
+    precondition: str = "auto",
     dtype=None,
     path: str = "batch",
     chains: int = 4,
@@ -345,7 +357,8 @@ def fit_multilevel(
       tol: stop when ``||∇F||_∞ ≤ tol`` (paper: 1e-6).
       max_iter: cap on Newton (trust-region) iterations per λ.
       max_cg: cap on CG iterations per Newton iteration (paper: 25).
-      precondition: ``"cholesky"`` (``M = K_RR + δI``, as in :func:`jaxrank.fit`) or ``"none"``.
+      precondition: ``"auto"``, ``"spectral"``, ``"cholesky"`` or ``"none"``, as in
+        :func:`jaxrank.fit` (the spectral model sums over every pair of levels).
       dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on.
       path: ``"batch"`` (vmapped λ grid) or ``"warm"`` (λ from large to small, warm starts;
         ``chains`` consecutive λ per batched step, as in :func:`jaxrank.fit`).
@@ -376,7 +389,9 @@ def fit_multilevel(
     _, index, counts, maj = check_levels(levels, majority, n=X.shape[0])
     lams, scalar = check_lam(lam)
     if precondition == "jacobi":
-        raise ValueError("precondition must be 'cholesky' or 'none' for fit_multilevel.")
+        raise ValueError(
+            "precondition must be 'auto', 'spectral', 'cholesky' or 'none' for fit_multilevel."
+        )
     tol = check_solver_options(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
         max_iter=max_iter, max_cg=max_cg,
