@@ -1,6 +1,6 @@
 """Stochastic RankRC: minibatches of majority rows, ``K_{++}`` in memory, an optax optimizer.
 
-Seed 000, Sec. 7 (extensions, item 3, "Stochastic learning"): when the ``m × m+`` kernel block
+Seed 000, Sec. 7 (Conclusion, extension 3, "Stochastic learning"): when the ``m × m+`` kernel block
 ``K_{·+}`` does not fit in memory, store only ``K_{++}`` (``m+ × m+``) and cycle through the
 majority rows, "in each iteration [using] the full set of minority examples and a single (or
 small subset) of majority samples", with an adaptive learning rate. The objective is RankRC's
@@ -20,11 +20,19 @@ batch is a uniformly random subset; with equal batch sizes the mean of an epoch'
 at a fixed β *is* ``∇F`` exactly.
 
 Whitened coordinates. Plain gradient steps in β are hopeless: ``K_{++}`` of a Gaussian kernel has
-eigenvalues spread over many decades. The optimizer works on ``w = Lᵀβ`` with
-``L Lᵀ = K_{++} + δI`` (the linearisation of seed 000 eq. 14-15: ``f(x) = φ(x)ᵀ w`` with features
-``φ(x) = L⁻¹ k(X_+, x)``, ``||φ(x)|| ≤ k(x, x)^{1/2}``), where the regulariser is
-``≈ (λ/2)||w||²`` and the loss gradient is bounded by 2 whatever the kernel's conditioning. The
-objective is always evaluated exactly in β (``β = L⁻ᵀ w``).
+eigenvalues spread over many decades. The optimizer works on the coordinates of the linearisation
+of seed 000 Sec. 5.1, eq. (14)-(15): ``w = Λ^{1/2} Uᵀ β`` with ``K_{++} = U Λ Uᵀ``, eigenvalues
+below ``rcond · λ_max`` dropped (:func:`whitening`). Then ``f(x) = φ(x)ᵀ w`` with features
+``φ(x) = Λ^{-1/2} Uᵀ k(X_+, x)`` (``||φ(x)||² ≤ k(x, x)``), the regulariser is exactly
+``(λ/2)||w||²`` and the loss gradient is bounded by 2 whatever the kernel's conditioning. The
+objective is always evaluated exactly in β (``β = U Λ^{-1/2} w``).
+
+Optimizer. Any optax transformation on ``w``; the default is ``optax.adam(1.0)``
+(:func:`default_optimizer`), and its schedule is *reduce on plateau* driven by the exact objective:
+after each epoch that ends above the best objective so far, the updates are scaled by ``decay``
+(0.5). Adam's per-coordinate steps with this rule reach the batch optimum to ~1e-4 relative in
+20-30 epochs at λ = 10⁻⁴…10⁻² (m+ = 100); smaller λ converge slowly (the whitened problem's
+condition number is about 1/λ): at λ = 2·10⁻⁵ the fit stalled 1.5 % above the batch optimum.
 
 Stopping. After every epoch the full objective and gradient are evaluated exactly in one streaming
 pass over the majority rows in chunks (the per-negative score gradients depend only on that
@@ -52,7 +60,7 @@ import optax
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
 from jaxrank._validation import check_lam, check_positive, check_X_y
-from jaxrank.fit import ConvergenceWarning, RankModel, _cholesky_precond, _choose_dtype
+from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype
 from jaxrank.losses import smoothed_hinge
 from jaxrank.solver import SolverInfo, Status
 
@@ -62,6 +70,7 @@ __all__ = [
     "default_optimizer",
     "fit_rankrc_stochastic",
     "full_objective",
+    "whitening",
 ]
 
 _HI = jax.lax.Precision.HIGHEST
@@ -186,12 +195,12 @@ class _State(NamedTuple):
     jax.jit,
     static_argnames=("optimizer", "n_batches", "size", "chunk", "epochs", "patience"),
 )
-def _run(Xp, Xn, Kpp, Linv, lam, loss, kernel, w0, key, tol, decay, *, optimizer, n_batches, size,
+def _run(Xp, Xn, Kpp, Tt, lam, loss, kernel, w0, key, tol, decay, *, optimizer, n_batches, size,
          chunk, epochs, patience):  # fmt: skip
     dt = w0.dtype
     n_pos, n_neg = Xp.shape[0], Xn.shape[0]
-    to_beta = lambda w: jnp.matmul(w, Linv, precision=_HI)  # β = L⁻ᵀ w
-    to_w_grad = lambda g: jnp.matmul(Linv, g, precision=_HI)  # ∇_w = L⁻¹ ∇_β
+    to_beta = lambda w: jnp.matmul(w, Tt, precision=_HI)  # β = T w
+    to_w_grad = lambda g: jnp.matmul(Tt, g, precision=_HI)  # ∇_w = Tᵀ ∇_β
 
     def step(carry, ix):
         w, opt_state, lr = carry
@@ -321,6 +330,48 @@ def batch_objective(beta, Kpp, Kb, lam, *, eps: float = 0.5):
 _batch_jit = jax.jit(_batch_terms)
 
 
+def whitening(Kpp, rcond: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Whitened coordinates of seed 000 Sec. 5.1, eq. (14), with the pseudo-inverse.
+
+    With ``K_{++} = U Λ Uᵀ`` (eigenvalues ascending) and ``U_r, Λ_r`` the eigenpairs with
+    ``λ_k > rcond · λ_max``: ``w = Λ_r^{1/2} U_rᵀ β`` and ``β = U_r Λ_r^{-1/2} w``. Then
+    ``βᵀ K_{++} β = ||w||²`` and the scores are ``f(x) = φ(x)ᵀ w`` with
+    ``φ(x) = Λ_r^{-1/2} U_rᵀ k(X_+, x)``, so the problem is a linear ranking problem in ``w``
+    with a ridge penalty (eq. 15).
+
+    Dropping the small eigenvalues is what makes first-order steps safe: a kernel matrix computed
+    in finite precision has eigenvalues down to ``−m+ · eps · λ_max``, along which ``βᵀK_{++}β``
+    is negative and the objective unbounded below (a float32 fit at m+ = 1000 diverged along
+    them with a Cholesky factor of ``K_{++} + δI``). The eigendecomposition runs in float64 on
+    the host (``O(m+³)``, once).
+
+    Args:
+      Kpp: ``(m+, m+)`` symmetric kernel matrix of the positives.
+      rcond: relative cut-off; default ``m+ · eps`` of ``Kpp``'s dtype.
+
+    Returns:
+      ``(T, forward)``, float64 arrays of shapes ``(m+, r)`` and ``(r, m+)``:
+      ``β = T w`` and ``w = forward β``.
+
+    Example:
+      >>> import numpy as np
+      >>> T, fwd = whitening(np.diag([4.0, 1.0, 0.0]))
+      >>> T.shape, np.allclose(T.T @ np.diag([4.0, 1.0, 0.0]) @ T, np.eye(2))
+      ((3, 2), True)
+    """
+    K = np.asarray(Kpp)
+    eps = np.finfo(K.dtype if K.dtype.kind == "f" else np.float64).eps
+    K = K.astype(np.float64)
+    if rcond is None:
+        rcond = K.shape[0] * eps
+    evals, U = np.linalg.eigh((K + K.T) / 2)
+    keep = evals > rcond * max(evals[-1], 0.0)
+    if not keep.any():
+        raise ValueError("K_{++} has no positive eigenvalue: the positives' kernel matrix is zero.")
+    root = np.sqrt(evals[keep])
+    return U[:, keep] / root, (U[:, keep] * root).T
+
+
 def _check_int(value, name: str, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
         raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}.")
@@ -356,6 +407,7 @@ def fit_rankrc_stochastic(
     kernel=None,
     eps: float = 0.5,
     whiten: bool = True,
+    rcond: float | None = None,
     dtype=None,
     init=None,
     return_history: bool = False,
@@ -393,7 +445,11 @@ def fit_rankrc_stochastic(
       kernel: a kernel object or name; default Gaussian with σ² from
         :func:`~jaxrank.kernels.sigma2_heuristic` on ``X``.
       eps: ε of the smoothed hinge (paper default 0.5).
-      whiten: optimise ``w = Lᵀβ`` with ``L Lᵀ = K_{++} + δI`` (default; see the module notes).
+      whiten: optimise the whitened ``w = Λ^{1/2} Uᵀ β`` of seed 000 eq. (14) (default; see
+        :func:`whitening`); ``False``: optimise β itself.
+      rcond: eigenvalues of ``K_{++}`` at or below ``rcond · λ_max`` are dropped from the
+        whitening (default ``m+ · eps`` of the dtype, numpy's rank tolerance). ``init`` is
+        projected onto the kept eigenvectors.
       dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on.
       init: optional starting ``β`` of shape ``(m+,)``.
       return_history: also return a :class:`StochasticHistory`.
@@ -455,9 +511,12 @@ def fit_rankrc_stochastic(
     Xp = jnp.asarray(X[pos], dt)
     Xn = jnp.asarray(X[~pos], dt)
     Kpp = kernel(Xp, Xp)
-    Linv = _cholesky_precond(Kpp) if whiten else None
-    if Linv is None:
-        Linv = jnp.eye(n_pos, dtype=dt)
+    if rcond is not None:
+        rcond = check_positive(rcond, "rcond")
+    if whiten:
+        T, forward = whitening(Kpp, rcond)
+    else:
+        T, forward = np.eye(n_pos), np.eye(n_pos)
     if init is None:
         beta0 = np.zeros((n_pos,), dt)
     else:
@@ -466,12 +525,11 @@ def fit_rankrc_stochastic(
             raise ValueError(f"init must have shape ({n_pos},), got {beta0.shape}.")
         if not np.all(np.isfinite(beta0)):
             raise ValueError("init contains NaN or infinite values.")
-    # w = Lᵀβ: solve (L⁻¹)ᵀ w = β with the stored (lower-triangular) inverse factor.
-    w0 = jax.scipy.linalg.solve_triangular(Linv, jnp.asarray(beta0), lower=True, trans="T")
+    w0 = jnp.asarray(forward @ beta0.astype(np.float64), dt)
 
     loss = jax.tree.map(lambda v: jnp.asarray(v, dt), smoothed_hinge(eps))
     beta, st = _run(
-        Xp, Xn, Kpp, Linv, jnp.asarray(lams[0], dt), loss, kernel, w0, key,
+        Xp, Xn, Kpp, jnp.asarray(T.T, dt), jnp.asarray(lams[0], dt), loss, kernel, w0, key,
         jnp.asarray(tol, dt), jnp.asarray(decay, dt), optimizer=optimizer,
         n_batches=n_batches, size=size, chunk=chunk, epochs=epochs, patience=patience,
     )  # fmt: skip
