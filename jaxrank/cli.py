@@ -469,6 +469,10 @@ def load_model_file(path) -> ModelFile:
       >>> path = os.path.join(tempfile.mkdtemp(), "m.npz")
       >>> np.savez(path[:-4] + "-data.npz", X=X, y=y)
       >>> cli.main(["fit", path[:-4] + "-data.npz", "--lam", "2^-4", "-o", path, "-q"])
+      ... # doctest: +ELLIPSIS
+      data: ...-data.npz (npz), 100 rows x 5 features; rare class '1': 20 rows (20.0%); ...
+      model: RankRC (20 basis rows), gaussian σ² = 10 kernel, λ = 2^-4, float32; solver ...
+      saved ...m.npz
       0
       >>> cli.load_model_file(path).model.coef.shape
       (20,)
@@ -561,6 +565,9 @@ def _cmd_fit(args) -> int:
     if not 0 < val_frac < 1:
         raise ValueError(f"--val-frac must lie in (0, 1), got {val_frac}.")
 
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):  # before the fit, not after it
+        raise FileNotFoundError(f"cannot write {args.output}: no directory {folder}")
     fmt = args.format or _io_data.detect_format(args.data)
     if fmt == "libsvm" and args.target is not None:
         raise ValueError("LIBSVM files carry the label first on each line: drop --target.")

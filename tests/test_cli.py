@@ -190,39 +190,30 @@ def test_validation_file(files, capsys, tmp_path):
 
 
 def test_subprocess_fit_and_predict(files, tmp_path):
+    # the console entry point in a fresh process: default dtype (float32) with x64 off
     d = files["dir"]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     run = lambda *a: subprocess.run(
         [sys.executable, "-m", "jaxrank", *map(str, a)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
     )  # fmt: skip
-    fit = run("fit", d / "train.csv", "--target", "label", "--lam", "2^-6", *F64, "-o", "m.npz")
+    fit = run("fit", d / "train.csv", "--target", "label", "--lam", "2^-6", "-q", "-o", "m.npz")
     assert fit.returncode == 0, fit.stderr
+    assert "float32" in fit.stdout and "saved m.npz" in fit.stdout
     pred = run("predict", "m.npz", d / "test.csv", "--out", "scores.txt")
     assert pred.returncode == 0, pred.stderr
     assert pred.stdout == "" and "jaxrank: AUC " in pred.stderr
     scores = np.loadtxt(tmp_path / "scores.txt")
+    mf = cli.load_model_file(tmp_path / "m.npz")
+    assert mf.model.coef.dtype == np.float32
+    # printed with float32's shortest round-trip repr: the model's own float32 scores
+    Xte = (files["Xte"] - mf.mean) / mf.scale
+    own = np.asarray(mf.model.decision_function(Xte))
+    np.testing.assert_allclose(scores.astype(np.float32), own, rtol=1e-6, atol=0)
+    # and, to float32 accuracy, the float64 fit of the Python API on the same standardised rows
     X = files["X"]
     ref = jaxrank.fit(_standardise(X), files["y"], 2.0**-6, dtype=np.float64)
-    np.testing.assert_allclose(scores, _api_scores(ref, X, files["Xte"]), rtol=0, atol=1e-10)
-
-
-def test_float32_default(files, capsys):
-    d = files["dir"]
-    X, y = files["X"], files["y"]
-    code, out, err = _run(
-        ["fit", d / "train.csv", "--target", "label", "--lam", "2^-6", "-q", "-o", d / "f32.npz"],
-        capsys,
-    )
-    assert code == 0, err
-    assert "float32" in out
-    ref = jaxrank.fit(_standardise(X), y, 2.0**-6, dtype=np.float32)
-    mf = cli.load_model_file(d / "f32.npz")
-    assert mf.model.coef.dtype == np.float32
-    np.testing.assert_array_equal(mf.model.coef, ref.coef)
-    scores = _predict(d / "f32.npz", d / "test.csv", capsys)
-    # printed with float32's shortest round-trip repr: parses back to the same float32 values
-    np.testing.assert_array_equal(scores.astype(np.float32), _api_scores(ref, X, files["Xte"]))
+    np.testing.assert_allclose(scores, _api_scores(ref, X, files["Xte"]), rtol=0, atol=5e-5)
 
 
 @pytest.mark.parametrize("source", ["train.svm", "train.npz"])
@@ -560,3 +551,27 @@ def test_bench_errors(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     err = _error(["bench", "core"], capsys)
     assert "no bench/ directory found" in err and "source repository" in err
+
+
+def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    bar = cli._Progress(2)
+    bar.start("fold 1/1: fitting 3 λ")
+    bar.finish("fold 1/1 done")
+    bar.start("refit")
+    bar.finish("refit done")
+    lines = term.getvalue().split("\n")
+    assert len(lines) == 3 and lines[2] == ""  # one finished line per step
+    assert lines[0].startswith("\rjaxrank: [----------") and "fitting 3 λ ..." in lines[0]
+    assert "\rjaxrank: [##########----------] 1/2 fold 1/1 done" in lines[0]
+    assert lines[1].startswith("\rjaxrank: [##########----------] 1/2 refit ...")
+    assert "\rjaxrank: [" + "#" * 20 + "] 2/2 refit done" in lines[1]
+    quiet = cli._Progress(2, enabled=False)
+    quiet.start("x")
+    quiet.finish("x")
+    assert term.getvalue().count("\n") == 2

@@ -1,0 +1,119 @@
+"""The notebooks in ``notebooks/``: valid nbformat-4 JSON, and every code cell runs, in order,
+in a fresh namespace, at the small size (``JAXRANK_NB_SMALL=1``), with and without matplotlib.
+
+No Jupyter dependency: the JSON is parsed and each code cell is ``exec``-uted; matplotlib (a
+bench extra) uses the Agg backend and ``plt.show`` does nothing. The notebooks import
+matplotlib conditionally, so they must also run when it is missing.
+"""
+
+import builtins
+import json
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxrank
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = {p.stem: p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+
+
+def _cells(path, kind="code"):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [c for c in nb["cells"] if c["cell_type"] == kind]
+
+
+def _source(cell) -> str:
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _run(path, monkeypatch, *, matplotlib: bool) -> dict:
+    """Execute every code cell of ``path`` in order in one fresh namespace; returns it."""
+    monkeypatch.setenv("JAXRANK_NB_SMALL", "1")
+    if matplotlib:
+        mpl = pytest.importorskip("matplotlib")
+        mpl.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+
+        monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    else:
+        real_import = builtins.__import__
+
+        def no_matplotlib(name, *args, **kwargs):
+            if name == "matplotlib" or name.startswith("matplotlib."):
+                raise ImportError(f"No module named {name!r} (hidden by the test)")
+            return real_import(name, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    namespace = {"__name__": "__main__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        for k, cell in enumerate(_cells(path)):
+            code = compile(_source(cell), f"{path.name} [code cell {k}]", "exec")
+            exec(code, namespace)
+    if matplotlib:
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    return namespace
+
+
+def test_notebooks_exist():
+    assert set(NOTEBOOKS) == {"quickstart", "paper_walkthrough"}
+
+
+@pytest.mark.parametrize("name", ["quickstart", "paper_walkthrough"])
+def test_valid_nbformat4(name):
+    nb = json.loads(NOTEBOOKS[name].read_text(encoding="utf-8"))
+    assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 4
+    assert nb["metadata"]["kernelspec"]["language"] == "python"
+    ids = [c["id"] for c in nb["cells"]]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in ids)
+    for cell in nb["cells"]:
+        assert cell["cell_type"] in ("markdown", "code") and isinstance(cell["metadata"], dict)
+        assert isinstance(cell["source"], list) and all(isinstance(s, str) for s in cell["source"])
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    # no IPython magics or shell escapes: the cells are plain Python
+    for cell in _cells(NOTEBOOKS[name]):
+        compile(_source(cell), name, "exec")
+        assert not re.search(r"^\s*[%!]", _source(cell), re.M)
+
+
+def test_quickstart_runs(monkeypatch):
+    ns = _run(NOTEBOOKS["quickstart"], monkeypatch, matplotlib=True)
+    assert ns["SMALL"] and ns["plt"] is not None
+    y, Z = ns["y_test"], ns["Z_test"]
+    # the model picked by CV is the grid member at the best λ, and its printed AUC is its AUC
+    best, cv = ns["best"], ns["cv"]
+    assert float(best.lam) == cv.best_lam == ns["lams"][cv.best_index]
+    from sklearn.metrics import roc_auc_score
+
+    assert ns["rankrc_auc"] == pytest.approx(
+        roc_auc_score(y == 1, np.asarray(best.decision_function(Z))), abs=1e-12
+    )
+    assert 0.5 < ns["rankrc_auc"] <= 1 and 0.5 < ns["svm_auc"] <= 1
+    assert ns["rankrc_auc"] <= ns["bayes_auc"] + 0.05  # nothing ranks much above the Bayes rule
+
+
+def test_walkthrough_runs(monkeypatch):
+    ns = _run(NOTEBOOKS["paper_walkthrough"], monkeypatch, matplotlib=True)
+    models = ns["models"]
+    assert {m.n_basis for m in models.values()} == {20, 200}
+    # RankSVM's basis contains the others: its objective is the smallest at every λ (eq. 11)
+    svm = np.asarray(models["RANK-SVM"].info.objective)
+    for name in ("RANK-RC", "RANK-RND"):
+        assert np.all(svm <= np.asarray(models[name].info.objective) + 1e-9), name
+    assert len(ns["table"]["RANK-RC"]) == ns["n_trials"] == 2
+    if ns["X_keel"] is not None:
+        assert 50 < ns["keel"]["RANK-RC"][0] <= 100
+
+
+def test_quickstart_runs_without_matplotlib(monkeypatch):
+    ns = _run(NOTEBOOKS["quickstart"], monkeypatch, matplotlib=False)
+    assert ns["plt"] is None and 0.5 < ns["rankrc_auc"] <= 1
