@@ -299,21 +299,26 @@ def _negative_moments(X, covariance, k, rho, key, power_iters, oversample, dt, m
         )
     Xd = jnp.asarray(X, dt)
     rho_a = jnp.asarray(rho, dt)
+    # exactly constant features: their computed variance is rounding noise, not a scale
+    const = jnp.asarray(np.ptp(X, axis=0) == 0)
     if covariance == "full":
         mean, chol = _full_moments(Xd, rho_a)
         chol_np = np.asarray(chol)
         piv = np.diag(chol_np) ** 2 if np.all(np.isfinite(chol_np)) else np.zeros(1)
         cov_scale = float(np.max(np.sum(chol_np**2, axis=1))) if piv.size > 1 else 0.0
-        if not np.all(piv > d * np.finfo(dt).eps * max(cov_scale, np.finfo(dt).tiny)):
+        # Σ̂'s entries carry a rounding error of about eps·√m− relative to its scale, so an
+        # exactly singular Σ̂ (collinear features) shows pivots of that size, not zero.
+        floor = 10 * max(d, math.sqrt(n)) * np.finfo(dt).eps * cov_scale
+        if not np.all(piv > max(floor, np.finfo(dt).tiny)):
             raise ValueError(_singular_message(X, "the covariance of the negatives", rho))
         return NegativeMoments(mean=mean, rho=rho_a, chol=chol, covariance="full")
     if covariance == "diag":
-        mean, var = _diag_moments(Xd)
+        mean, var = _diag_moments(Xd, const)
         diag = var + rho_a
         _check_diag(diag, X, rho, "the diagonal covariance of the negatives")
         return NegativeMoments(mean=mean, rho=rho_a, diag=diag, covariance="diag")
     r = min(k + 1 + oversample, d, n)
-    mean, diag, F, U, shrink = _factor_moments(Xd, rho_a, key, k, r, power_iters)
+    mean, diag, F, U, shrink = _factor_moments(Xd, const, rho_a, key, k, r, power_iters)
     _check_diag(diag, X, rho, "the diagonal D + rho of the factor model (eq. 11)")
     return NegativeMoments(
         mean=mean, rho=rho_a, diag=diag, factors=F, basis=U, shrink=shrink, covariance="factor"
@@ -351,17 +356,17 @@ def _full_moments(X, rho):
 
 
 @jax.jit
-def _diag_moments(X):
+def _diag_moments(X, const):
     mean = jnp.mean(X, axis=0)
-    return mean, jnp.mean((X - mean) ** 2, axis=0)
+    return mean, jnp.where(const, 0, jnp.mean((X - mean) ** 2, axis=0))
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4, 5))
-def _factor_moments(X, rho, key, k, r, power_iters):
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _factor_moments(X, const, rho, key, k, r, power_iters):
     n, d = X.shape
     dt = X.dtype
     mean = jnp.mean(X, axis=0)
-    sd = jnp.sqrt(jnp.mean((X - mean) ** 2, axis=0))
+    sd = jnp.where(const, 0, jnp.sqrt(jnp.mean((X - mean) ** 2, axis=0)))
     # Footnote 1: the factor model is built on unit-variance features, then scaled back.
     # Remark 5 writes X̃V = XV − 1(x̄ᵀV) so as to keep sparse X sparse; jaxrank's X is dense,
     # and centring first avoids the cancellation of that difference far from the origin.
@@ -415,7 +420,7 @@ class _IPM(NamedTuple):
     s: jax.Array  # multiplier of γ ≤ 1
     best: jax.Array  # best certified γ so far
     best_gap: jax.Array
-    stall: jax.Array  # iterations since the certified gap last halved
+    stall: jax.Array  # iterations since the certified gap last improved
     it: jax.Array
     status: jax.Array
 
@@ -498,12 +503,13 @@ def _ipm_solve(H, tol, max_iter: int):
         better = gap < st.best_gap
         best = jnp.where(better, g, st.best)
         best_gap = jnp.where(better, gap, st.best_gap)
-        # the certified gap stopped shrinking: rounding floor of this dtype
-        stall = jnp.where(gap < 0.5 * st.best_gap, 0, st.stall + 1)
+        # the certified gap stopped shrinking: the rounding floor of this dtype (on degenerate,
+        # rank-deficient problems it can plateau for a few iterations before dropping again)
+        stall = jnp.where(better, 0, st.stall + 1)
         it = st.it + 1
         finite = jnp.all(jnp.isfinite(g)) & jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(s))
         status = jnp.select(
-            [best_gap <= tol, ~finite, (alpha < 1e-10) | (stall >= 5), it >= max_iter],
+            [best_gap <= tol, ~finite, (alpha < 1e-10) | (stall >= 10), it >= max_iter],
             [Status.CONVERGED, Status.NONFINITE, Status.PRECISION, Status.MAX_ITER],
             Status.RUNNING,
         ).astype(jnp.int32)
