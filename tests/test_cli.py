@@ -265,44 +265,26 @@ def test_kernels_and_random_basis(files, capsys):
         np.testing.assert_allclose(scores, _api_scores(api, X, files["Xte"]), rtol=0, atol=1e-10)
 
 
-def _greedy_available() -> bool:
-    X, y = datasets.make_rare_class(40, 0.25, 0.75, seed=0)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            jaxrank.fit(X, y, 1.0, basis="greedy", key=jax.random.key(0), n_basis=3)
-    except ValueError as err:
-        if "unknown basis" in str(err):
-            return False
-    return True
+@pytest.mark.slow  # fit_greedy compiles its own candidate and retrain solvers (~25 CPU-s here)
+def test_greedy_basis_matches_fit_greedy(files, capsys):
+    from jaxrank.greedy import fit_greedy
 
-
-GREEDY = _greedy_available()
-
-
-@pytest.mark.skipif(not GREEDY, reason="jaxrank.fit(basis='greedy') is not available yet")
-def test_greedy_basis_matches_api(files, capsys):
     d = files["dir"]
-    code, _, err = _run(
+    code, out, err = _run(
         ["fit", d / "train.npz", "--lam", "2^-6", "--basis", "greedy", "--n-basis", 8,
-         "--seed", 3, *F64, "-o", d / "g.npz"], capsys,
+         "--kappa", 10, "--seed", 3, *F64, "-o", d / "g.npz"], capsys,
     )  # fmt: skip
     assert code == 0, err
-    api = jaxrank.fit(_standardise(files["X"]), files["y"], 2.0**-6, basis="greedy",
-                      key=jax.random.key(3), n_basis=8, dtype=np.float64)  # fmt: skip
+    assert "greedy basis (8 basis rows)" in out
+    api = fit_greedy(_standardise(files["X"]), files["y"], 2.0**-6, n_basis=8, kappa=10,
+                     key=jax.random.key(3), dtype=np.float64)  # fmt: skip
     mf = cli.load_model_file(d / "g.npz")
+    assert mf.model.loss == api.loss == "squared_hinge"
     np.testing.assert_array_equal(mf.model.basis_index, api.basis_index)
     np.testing.assert_allclose(mf.model.coef, api.coef, rtol=0, atol=1e-10)
-
-
-@pytest.mark.skipif(GREEDY, reason="jaxrank.fit(basis='greedy') exists: tested above")
-def test_greedy_basis_unavailable_is_one_clear_line(files, capsys):
-    d = files["dir"]
-    code, _, err = _run(
-        ["fit", d / "train.npz", "--lam", "1", "--basis", "greedy", *F64, "-o", d / "g.npz"],
-        capsys,
-    )
-    assert code == 2 and err.count("\n") == 1 and "basis='greedy'" in err
+    scores = _predict(d / "g.npz", d / "test.csv", capsys, "--target", "label")
+    np.testing.assert_allclose(scores, _api_scores(api, files["X"], files["Xte"]), rtol=0,
+                               atol=1e-10)  # fmt: skip
 
 
 def test_model_file_round_trip_and_checksum(files, one_model, capsys, tmp_path):
@@ -499,6 +481,7 @@ def test_error_paths(files, capsys, tmp_path):
     assert "--cv" in err
     assert "folds=40" in _error(fit(d / "train.npz", "--cv", "40"), capsys)
     assert "--n-basis" in _error(fit(d / "train.npz", "--n-basis", "3"), capsys)
+    assert "--kappa" in _error(fit(d / "train.npz", "--kappa", "3"), capsys)
     assert "no directory" in _error(
         ["fit", d / "train.npz", "--lam", "1", "-o", tmp_path / "no" / "m.npz", "-q"], capsys
     )
