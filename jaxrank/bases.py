@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._validation import check_X
+from jaxrank._validation import check_key, check_X
 
 __all__ = ["kmeanspp", "resolve_basis"]
 
@@ -51,6 +51,7 @@ def _basis_size(n_basis, default: int, m: int) -> int:
 def _need_key(key, name: str) -> None:
     if key is None:
         raise ValueError(f"basis={name!r} needs key=jax.random.key(...).")
+    check_key(key)
 
 
 @jax.jit

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import warnings
 from typing import Any
 
@@ -47,7 +48,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_lam, check_positive, check_X, check_X_y
+from jaxrank._validation import check_cast, check_lam, check_positive, check_X, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import PiecewiseQuadratic, get_loss
 from jaxrank.solver import SolverInfo, Status, trust_ncg
@@ -55,6 +56,7 @@ from jaxrank.solver import SolverInfo, Status, trust_ncg
 __all__ = [
     "ConvergenceWarning",
     "RankModel",
+    "check_max_kernel_bytes",
     "fit",
     "fit_rankrc",
     "fit_ranksvm",
@@ -117,6 +119,7 @@ class RankModel:
             raise ValueError(
                 f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
             )
+        check_cast(X, self.basis.dtype)
         X = jnp.asarray(X, self.basis.dtype)
         return _kernels.stream_matvec(self.kernel, X, self.basis, self.coef)
 
@@ -124,6 +127,10 @@ class RankModel:
         """The model of the ``i``-th λ of a grid, as a scalar-λ model."""
         if self.coef.ndim == 1:
             raise ValueError("select() needs a model fitted on a λ grid.")
+        i = operator.index(i)
+        n = self.coef.shape[0]
+        if not -n <= i < n:
+            raise IndexError(f"λ index {i} out of range for a grid of {n} values.")
         return dataclasses.replace(
             self,
             coef=self.coef[i],
@@ -220,11 +227,11 @@ def objective_closures(
     def rmat(gp, gn):
         g = jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)]) * scale
         if block is None:
-            return jnp.matmul(g, K, precision=_HI)
+            return _kernels.rmatmul(g[None], K)[0]
         return _kernels.rmatvec(g, K, block)
 
     def fun(beta):
-        f = jnp.matmul(K, beta, precision=_HI)
+        f = _kernels.matmul(K, beta)
         value, gp, gn, w = pairwise.value_and_grad(f[:n_pos], f[n_pos : n_pos + n_neg], loss)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
@@ -234,7 +241,7 @@ def objective_closures(
 
     def hvp(lin, v):
         w = lin[0]
-        d = jnp.matmul(K, v, precision=_HI)
+        d = _kernels.matmul(K, v)
         hp, hn = pairwise.hvp(w, d[:n_pos], d[n_pos : n_pos + n_neg], loss)
         kv = jnp.matmul(Krr, v, precision=_HI)
         return rmat(hp, hn) + lam * kv
@@ -276,12 +283,12 @@ def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384) -> np.ndarray:
     ind = np.zeros((len(counts), K.shape[0]), np.float64)
     for g in range(len(counts)):
         ind[g, offs[g] : offs[g + 1]] = 1.0
-    S1 = np.asarray(_mm(jnp.asarray(ind, K.dtype), K), np.float64)
+    S1 = np.asarray(_kernels.rmatmul(jnp.asarray(ind, K.dtype), K), np.float64)
     S2 = []
     for g, m_g in enumerate(counts):
         take = min(int(m_g), cap)
         rows = offs[g] + (np.arange(take, dtype=np.int64) * int(m_g)) // take
-        Ks = K[jnp.asarray(rows)]
+        Ks = _kernels.take_rows(K, jnp.asarray(rows))
         S2.append(np.asarray(_mm(Ks.T, Ks), np.float64) * (m_g / take))
     G = np.zeros_like(S2[0])
     total = 0.0
@@ -416,12 +423,14 @@ def _spectral_precond(Krr: jax.Array, G: np.ndarray) -> tuple[jax.Array, jax.Arr
 SPECTRAL_MAX_BASIS = 2048
 
 
-def resolve_precondition(precondition: str, layout, n_basis: int) -> str:
-    """``"auto"`` → ``"spectral"`` when the layout supports it and ``|R| ≤ SPECTRAL_MAX_BASIS``,
-    else ``"cholesky"``; an explicit ``"spectral"`` on a layout without it is refused."""
+def resolve_precondition(precondition: str, layout, n_basis: int, streamed: bool = False) -> str:
+    """``"auto"`` → ``"spectral"`` when the layout supports it and ``|R| ≤ SPECTRAL_MAX_BASIS``
+    (twice that for a streamed block, whose products cost a kernel evaluation each), else
+    ``"cholesky"``; an explicit ``"spectral"`` on a layout without it is refused."""
     spectral_ok = hasattr(layout, "curvature") and hasattr(layout, "groups")
     if precondition == "auto":
-        return "spectral" if spectral_ok and n_basis <= SPECTRAL_MAX_BASIS else "cholesky"
+        limit = SPECTRAL_MAX_BASIS * (2 if streamed else 1)
+        return "spectral" if spectral_ok and n_basis <= limit else "cholesky"
     if precondition == "spectral" and not spectral_ok:
         raise ValueError("precondition='spectral' is not available for this objective.")
     return precondition
@@ -467,6 +476,7 @@ def fit(
     dtype=None,
     memory_budget: int | None = None,
     init=None,
+    max_kernel_bytes: int | None = None,
 ) -> RankModel:
     """Fit a kernel ranker maximising a smoothed AUC over the R-subset basis ``basis``.
 
@@ -503,6 +513,9 @@ def fit(
       memory_budget: bytes the kernel block may take (default: 60 % of RAM / 80 % of device
         memory); exceeding it raises :class:`~jaxrank.kernels.MemoryBudgetError` before any
         allocation.
+      max_kernel_bytes: the largest kernel block stored (default: the memory budget); a larger
+        block is streamed — recomputed in row chunks for every product (same result, memory
+        ``O(m·d)``, one kernel evaluation per product).
       init: optional starting coefficients ``(|R|,)`` or ``(L, |R|)``; with ``path="warm"``
         only the first step's λ start there, later ones from the previous solutions.
 
@@ -537,6 +550,7 @@ def fit(
         max_cg=max_cg,
     )
     dt = _choose_dtype(X, dtype)
+    check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
     kernel = _kernels.resolve_kernel(kernel, X)
     n_pos = int(pos.sum())
@@ -545,8 +559,20 @@ def fit(
         X, order, idx, lams, scalar, _Biclass(n_pos, int(pos.size - n_pos)),
         kernel=kernel, dtype=dt, loss=loss, eps=eps, tol=tol, max_iter=max_iter,
         max_cg=max_cg, path=path, chains=chains, precondition=precondition,
-        memory_budget=memory_budget, init=init,
+        memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes,
     )  # fmt: skip
+
+
+def check_max_kernel_bytes(max_kernel_bytes, memory_budget) -> int:
+    """The largest kernel block a fit stores (``None``: the memory budget); beyond it the block
+    is streamed (:class:`~jaxrank.kernels.StreamedBlock`)."""
+    if max_kernel_bytes is None:
+        return _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
+    if isinstance(max_kernel_bytes, bool) or int(max_kernel_bytes) != max_kernel_bytes:
+        raise ValueError(f"max_kernel_bytes must be an integer, got {max_kernel_bytes!r}.")
+    if max_kernel_bytes < 0:
+        raise ValueError(f"max_kernel_bytes must be >= 0, got {max_kernel_bytes!r}.")
+    return int(max_kernel_bytes)
 
 
 def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter, max_cg) -> float:
@@ -572,7 +598,7 @@ def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter
 
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
-    path, chains, precondition, memory_budget, init=None,
+    path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None,
 ) -> RankModel:  # fmt: skip
     """The engine behind every fit: kernel block over the reordered rows, solve, model.
 
@@ -585,19 +611,35 @@ def fit_rows(
     dt = np.dtype(dtype)
     lossfn = get_loss(loss, eps)
     nb = idx.size
-    block = _kernels.product_block(X.shape[0])
-    rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize, block)
-    _kernels.check_memory(  # the block, K_RR and its inverse Cholesky factor
-        (rows * n_chunks + 2 * nb) * nb * dt.itemsize,
-        memory_budget,
-        f"the kernel block ({X.shape[0]} x {nb})",
-    )
+    m, d = X.shape
+    block = _kernels.product_block(m)
+    rows, n_chunks = _kernels.chunk_rows(m, nb, dt.itemsize, block)
+    small = 2 * nb * nb * dt.itemsize  # K_RR and the preconditioner
+    block_bytes = rows * n_chunks * nb * dt.itemsize
+    limit = check_max_kernel_bytes(max_kernel_bytes, memory_budget)
+    streamed = block_bytes > limit
+    if streamed:
+        if precondition == "jacobi":
+            raise ValueError(
+                "precondition='jacobi' needs the stored kernel block; the block "
+                f"({block_bytes / 2**30:.2f} GiB) exceeds max_kernel_bytes: use 'auto'."
+            )
+        # rows, a few chunks of kernel temporaries and (spectral) the strided moment rows
+        need = rows * n_chunks * d * dt.itemsize + small + 4 * rows * nb * dt.itemsize
+        _kernels.check_memory(need, memory_budget, f"the streamed kernel block ({m} x {nb})")
+    else:
+        _kernels.check_memory(block_bytes + small, memory_budget, f"the kernel block ({m} x {nb})")
 
     Xd = jnp.asarray(X, dt)
     B = Xd[jnp.asarray(idx)]
-    K = _kernels.kernel_block(kernel, Xd[jnp.asarray(order)], B, padded=True, multiple=block)
+    Xo = Xd[jnp.asarray(order)]
+    if streamed:
+        K = _kernels.streamed_block(kernel, Xo, B, multiple=block)
+    else:
+        K = _kernels.kernel_block(kernel, Xo, B, padded=True, multiple=block)
+    del Xo
     Krr = kernel(B, B)
-    precondition = resolve_precondition(precondition, layout, nb)
+    precondition = resolve_precondition(precondition, layout, nb, streamed=streamed)
     if precondition == "spectral":
         chol = _spectral_precond(Krr, moment_gram(K, layout.groups, layout.pairs))
     else:

@@ -27,17 +27,22 @@ __all__ = [
     "Linear",
     "MemoryBudgetError",
     "Polynomial",
+    "StreamedBlock",
     "check_memory",
     "default_memory_budget",
     "gaussian",
     "kernel_block",
     "linear",
+    "matmul",
     "polynomial",
     "product_block",
     "resolve_kernel",
+    "rmatmul",
     "rmatvec",
     "sigma2_heuristic",
     "stream_matvec",
+    "streamed_block",
+    "take_rows",
 ]
 
 _HI = jax.lax.Precision.HIGHEST
@@ -217,13 +222,20 @@ def default_memory_budget(device: jax.Device | None = None) -> int:
     return int(0.6 * total)
 
 
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} bytes"
+
+
 def check_memory(nbytes: int, budget: int | None, what: str) -> None:
     """Raise :class:`MemoryBudgetError` if ``nbytes`` exceeds ``budget`` (``None``: default)."""
     budget = default_memory_budget() if budget is None else int(budget)
     if nbytes > budget:
         raise MemoryBudgetError(
-            f"{what} needs {nbytes / 2**30:.2f} GiB, more than the memory budget of "
-            f"{budget / 2**30:.2f} GiB. Use a smaller basis (basis='rare' or n_basis=...), fewer "
+            f"{what} needs {_fmt_bytes(nbytes)}, more than the memory budget of "
+            f"{_fmt_bytes(budget)}. Use a smaller basis (basis='rare' or n_basis=...), fewer "
             "rows, or raise the budget (memory_budget=...)."
         )
 
@@ -261,11 +273,89 @@ def rmatvec(g: jax.Array, K: jax.Array, block: int) -> jax.Array:
     Returns:
       ``(p,)``.
     """
+    if isinstance(K, StreamedBlock):
+        # per chunk, the same blocks of `block` rows (chunk rows are a multiple of block)
+        C, rows = K.X.shape[:2]
+
+        def chunk(a):
+            Kc = K.chunk(a[0])
+            return rmatvec(a[1], Kc, block)
+
+        return jnp.sum(jax.lax.map(chunk, (K.X, g.reshape(C, rows))), axis=0)
     C = K.shape[0] // block
     part = jnp.einsum(
         "cr,crk->ck", g.reshape(C, block), K.reshape(C, block, K.shape[1]), precision=_HI
     )
     return jnp.sum(part, axis=0)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class StreamedBlock:
+    """The kernel block ``K_{·R} = k(X, B)`` as an operator that is never stored.
+
+    Every product recomputes the block one row chunk at a time (``lax.map``), so memory is
+    ``O(m·d + chunk)`` instead of ``O(m·|R|)``, at the price of one kernel evaluation of the
+    block per product (issue "Scale", item 2). :func:`matmul`, :func:`rmatvec`,
+    :func:`rmatmul` and :func:`take_rows` accept it wherever they accept a stored block.
+
+    Attributes:
+      X: ``(C, rows, d)`` the rows (padded with zero rows) in ``C`` chunks.
+      B: ``(|R|, d)`` basis rows.
+      kernel: a resolved kernel.
+    """
+
+    X: jax.Array
+    B: jax.Array
+    kernel: Any
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.X.shape[0] * self.X.shape[1], self.B.shape[0])
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def chunk(self, c: jax.Array) -> jax.Array:
+        """The block rows of one chunk of rows ``c`` (``(rows, d)``)."""
+        return self.kernel(c, self.B)
+
+
+def streamed_block(kernel: Kernel, X, B, *, multiple: int = 1) -> StreamedBlock:
+    """A :class:`StreamedBlock` over ``X``, padded like ``kernel_block(..., padded=True)``."""
+    X = jnp.asarray(X)
+    B = jnp.asarray(B, X.dtype)
+    rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize, multiple)
+    Xp = _pad_rows(X, rows, n_chunks).reshape(n_chunks, rows, X.shape[1])
+    return StreamedBlock(Xp, B, kernel)
+
+
+def matmul(K, V: jax.Array) -> jax.Array:
+    """``K @ V`` for a stored block or a :class:`StreamedBlock`; ``V`` is ``(|R|,)`` or
+    ``(|R|, k)``."""
+    if isinstance(K, StreamedBlock):
+        out = jax.lax.map(lambda c: jnp.matmul(K.chunk(c), V, precision=_HI), K.X)
+        return out.reshape(-1, *V.shape[1:])
+    return jnp.matmul(K, V, precision=_HI)
+
+
+def rmatmul(G: jax.Array, K) -> jax.Array:
+    """``G @ K`` for ``G`` of shape ``(k, m)``, a stored block or a :class:`StreamedBlock`
+    (summed per chunk, then over chunks)."""
+    if isinstance(K, StreamedBlock):
+        C, rows = K.X.shape[:2]
+        Gc = jnp.moveaxis(G.reshape(G.shape[0], C, rows), 1, 0)
+        parts = jax.lax.map(lambda a: jnp.matmul(a[1], K.chunk(a[0]), precision=_HI), (K.X, Gc))
+        return jnp.sum(parts, axis=0)
+    return jnp.matmul(G, K, precision=_HI)
+
+
+def take_rows(K, idx: jax.Array) -> jax.Array:
+    """Rows ``idx`` of a stored block or a :class:`StreamedBlock`: ``(len(idx), |R|)``."""
+    if isinstance(K, StreamedBlock):
+        return K.kernel(K.X.reshape(-1, K.X.shape[2])[idx], K.B)
+    return K[idx]
 
 
 def _pad_rows(X: jax.Array, rows: int, n_chunks: int) -> jax.Array:

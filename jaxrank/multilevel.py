@@ -49,7 +49,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_lam, check_positive, check_X, label_vector
+from jaxrank._validation import check_cast, check_lam, check_positive, check_X, label_vector
 from jaxrank.datasets import (
     _check_int,
     _check_real,
@@ -274,18 +274,18 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int
     def rmat(g):
         g = g * scale
         if block is None:
-            return jnp.matmul(g, K, precision=_HI)
+            return _kernels.rmatmul(g[None], K)[0]
         return _kernels.rmatvec(g, K, block)
 
     def fun(beta):
-        f = jnp.matmul(K, beta, precision=_HI)
+        f = _kernels.matmul(K, beta)
         value, g, ws = value_and_grad(f, counts, loss)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
         return F, rmat(g) + lam * kb, ws
 
     def hvp_(ws, v):
-        d = jnp.matmul(K, v, precision=_HI)
+        d = _kernels.matmul(K, v)
         h = hvp(ws, d, counts, loss)
         return rmat(h) + lam * jnp.matmul(Krr, v, precision=_HI)
 
@@ -334,6 +334,7 @@ def fit_multilevel(
     path: str = "batch",
     chains: int = 4,
     memory_budget: int | None = None,
+    max_kernel_bytes: int | None = None,
 ) -> RankModel:
     """Multi-level RankRC (seed 003 eq. 48): an ordinal ranker over the non-majority basis.
 
@@ -363,6 +364,8 @@ def fit_multilevel(
       path: ``"batch"`` (vmapped λ grid) or ``"warm"`` (λ from large to small, warm starts;
         ``chains`` consecutive λ per batched step, as in :func:`jaxrank.fit`).
       memory_budget: bytes the kernel block may take (default as in :func:`jaxrank.fit`).
+      max_kernel_bytes: the largest kernel block stored; beyond it the block is streamed (as in
+        :func:`jaxrank.fit`).
 
     Returns:
       A :class:`~jaxrank.fit.RankModel` (``decision_function`` as for :func:`jaxrank.fit`);
@@ -396,13 +399,16 @@ def fit_multilevel(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
         max_iter=max_iter, max_cg=max_cg,
     )  # fmt: skip
+    dt = _choose_dtype(X, dtype)
+    check_cast(X, dt)
     idx = np.flatnonzero(index != maj)  # basis: every non-majority row (eq. 48)
     order = np.argsort(index, kind="stable")  # rows by level, ascending; stable within a level
     return fit_rows(
         X, order, idx, lams, scalar, _Levels(tuple(int(c) for c in counts)),
-        kernel=_kernels.resolve_kernel(kernel, X), dtype=_choose_dtype(X, dtype), loss=loss,
+        kernel=_kernels.resolve_kernel(kernel, X), dtype=dt, loss=loss,
         eps=eps, tol=tol, max_iter=max_iter, max_cg=max_cg, path=path, chains=chains,
         precondition=precondition, memory_budget=memory_budget,
+        max_kernel_bytes=max_kernel_bytes,
     )  # fmt: skip
 
 

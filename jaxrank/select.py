@@ -18,7 +18,13 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import metrics
-from jaxrank._validation import check_binary_labels, check_lam, check_positive, check_X_y
+from jaxrank._validation import (
+    check_binary_labels,
+    check_key,
+    check_lam,
+    check_positive,
+    check_X_y,
+)
 from jaxrank.fit import RankModel, fit
 
 __all__ = ["SelectionResult", "select_lambda", "stratified_folds"]
@@ -99,8 +105,7 @@ def stratified_folds(y, folds: int, *, key) -> np.ndarray:
     """
     pos = check_binary_labels(y)
     k = _check_folds(folds, pos)
-    if key is None:
-        raise ValueError("key is required: pass key=jax.random.key(...).")
+    check_key(key)
     key_pos, key_neg = jax.random.split(key)
     fold = np.empty(pos.size, dtype=np.int64)
     start = 0
@@ -176,8 +181,7 @@ def select_lambda(
     """
     X, pos = check_X_y(X, y)
     grid, _ = check_lam(lams)
-    if key is None:
-        raise ValueError("key is required: pass key=jax.random.key(...).")
+    check_key(key)
     fold_key, fit_key = jax.random.split(key)
     fold = stratified_folds(pos, folds, key=fold_key)
     k = int(folds)

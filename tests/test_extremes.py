@@ -195,25 +195,12 @@ def test_large_values_float32(data):
     assert float(assert_finite_model(model, X * 1e8, y)) > 0.8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fit does not call _validation.check_cast: X + 1e8 rounds to multiples of 8 in "
-    "float32 (the default dtype) and the model is fitted to the rounded data without a word "
-    "(training AUC 0.5 instead of 0.93)",
-)
 def test_float32_rounding_away_the_data_warns(data):
     X, y = data
     with pytest.warns(PrecisionWarning):
         jaxrank.fit(X + 1e8, y, 1e-2, dtype=np.float32)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="fit does not call _validation.check_cast: X * 1e20 overflows float32 in the "
-    "squared distances (σ² ≈ 1e41 -> inf), the kernel is NaN, the model has NaN scores and "
-    "only a ConvergenceWarning (NONFINITE) is raised",
-)
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_float32_overflow_is_a_clear_error(data):
     X, y = data
@@ -501,11 +488,6 @@ def test_decision_function_bad_rows(reference):
         reference.select(0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RankModel.select indexes JAX arrays, which clamp out-of-range indices: select(5) on "
-    "a 3-λ grid silently returns the model of the last λ",
-)
 def test_select_out_of_range_refused(data):
     X, y = data
     grid = jaxrank.fit(X, y, [1e-1, 1e-2, 1e-3], **F64)
@@ -513,13 +495,6 @@ def test_select_out_of_range_refused(data):
         grid.select(5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="bases.resolve_basis passes key= straight to jax.random.permutation: an integer key "
-    "gets JAX's TypeError 'invalid PRNG key data' instead of a ValueError naming the fix "
-    "(_validation.check_key exists for this)",
-)
 def test_integer_key_is_a_clear_error(data):
     X, y = data
     with pytest.raises(ValueError, match=r"jax\.random\.key\(3\)"):
