@@ -60,7 +60,7 @@ import optax
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_lam, check_positive, check_X_y
+from jaxrank._validation import check_cast, check_key, check_lam, check_positive, check_X_y
 from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype
 from jaxrank.losses import smoothed_hinge
 from jaxrank.solver import SolverInfo, Status
@@ -379,19 +379,6 @@ def _check_int(value, name: str, low: int = 1) -> int:
     return int(value)
 
 
-def _check_key(key) -> jax.Array:
-    if key is None:
-        raise ValueError("fit_rankrc_stochastic needs key=jax.random.key(...) for its batches.")
-    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single key, got a key array of shape {key.shape}.")
-        return key
-    arr = np.asarray(key) if isinstance(key, jax.Array | np.ndarray) else None
-    if arr is not None and arr.dtype == np.uint32 and arr.shape == (2,):
-        return jax.random.wrap_key_data(jnp.asarray(arr))  # a legacy PRNGKey
-    raise ValueError(f"key must be jax.random.key(...), got {key!r}.")
-
-
 def fit_rankrc_stochastic(
     X,
     y,
@@ -486,7 +473,7 @@ def fit_rankrc_stochastic(
             f"lam must be a scalar for the stochastic solver, got a grid of {lams.size} values; "
             "fit one λ per call."
         )
-    key = _check_key(key)
+    key = check_key(key)
     n_pos = int(pos.sum())
     n_neg = int(pos.size - n_pos)
     batch_size = _check_int(batch_size, "batch_size")
@@ -501,6 +488,7 @@ def fit_rankrc_stochastic(
     if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}.")
     dt = _choose_dtype(X, dtype)
+    check_cast(X, dt)
     kernel = _kernels.resolve_kernel(kernel, X)
 
     n_batches = -(-n_neg // min(batch_size, n_neg))
