@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_lam, check_X_y
 from jaxrank.bases import resolve_basis
@@ -71,6 +72,7 @@ from jaxrank.pairwise import (
 
 __all__ = [
     "PushLin",
+    "PushModel",
     "check_p",
     "fit_push",
     "push_hvp",
@@ -103,24 +105,24 @@ def _window_sums(a, b, lin_vals, quad_vals, n_bins):
     """Per row and sorted positive ``k``: ``Σ_{j: a_j > k} lin_vals_j`` (the linear window) and
     ``Σ_{j: a_j ≤ k < b_j} quad_vals_j`` (the quadratic window), for several columns at once.
 
-    One difference array: column-wise ``+lin`` at bin 0, ``−lin + quad`` at ``a_j``, ``−quad``
-    at ``b_j``, then a cumulative sum over the bins. ``lin_vals`` is ``(B, n, k1)``,
+    One scatter of ``2 m−`` rows: ``[lin, quad]`` at bin ``a_j`` and ``[0, −quad]`` at bin
+    ``b_j``; then the linear columns are summed from the top (bins above ``k``) and the
+    quadratic ones from the bottom (a difference array). ``lin_vals`` is ``(B, n, k1)``,
     ``quad_vals`` ``(B, n, k2)``; returns ``(B, n_bins, k1)`` and ``(B, n_bins, k2)``.
     """
     B, n = a.shape
-    k1, k2 = lin_vals.shape[-1], quad_vals.shape[-1]
+    k1 = lin_vals.shape[-1]
     off = _offsets(B, n_bins + 1)
-    zl = jnp.zeros((B, n, k2), lin_vals.dtype)
-    zq = jnp.zeros((B, n, k1), lin_vals.dtype)
-    lin = jnp.concatenate([lin_vals, zl], axis=-1)
-    quad = jnp.concatenate([zq, quad_vals], axis=-1)
-    ids = jnp.concatenate([(jnp.zeros_like(a) + off).ravel(), (a + off).ravel(), (b + off).ravel()])
-    vals = jnp.concatenate(
-        [lin.reshape(-1, k1 + k2), (quad - lin).reshape(-1, k1 + k2), -quad.reshape(-1, k1 + k2)]
-    )
-    diff = jax.ops.segment_sum(vals, ids, num_segments=B * (n_bins + 1))
-    out = jnp.cumsum(diff.reshape(B, n_bins + 1, k1 + k2)[:, :n_bins], axis=1)
-    return out[..., :k1], out[..., k1:]
+    ids = jnp.concatenate([(a + off).ravel(), (b + off).ravel()])
+    at_a = jnp.concatenate([lin_vals, quad_vals], axis=-1)
+    at_b = jnp.concatenate([jnp.zeros_like(lin_vals), -quad_vals], axis=-1)
+    vals = jnp.concatenate([at_a.reshape(B * n, -1), at_b.reshape(B * n, -1)])
+    hist = jax.ops.segment_sum(vals, ids, num_segments=B * (n_bins + 1))
+    hist = hist.reshape(B, n_bins + 1, -1)
+    # Σ over bins a > k: a reverse cumulative sum that never subtracts (bin 0 is dropped).
+    lin = jnp.flip(jnp.cumsum(jnp.flip(hist[:, 1:, :k1], 1), axis=1), 1)
+    quad = jnp.cumsum(hist[:, :n_bins, k1:], axis=1)
+    return lin, quad
 
 
 def _value_and_grad_b(fp, fn, loss, p):
@@ -146,16 +148,23 @@ def _value_and_grad_b(fp, fn, loss, p):
     value = jnp.sum(s**p, axis=-1) / jnp.asarray(n_neg, dt)
     wt = p * s ** (p - 1) / jnp.asarray(n_pos * n_neg, dt)
     grad_neg = -wt * G
+    # Window sums of w_j are taken about their mean: equal weights (p = 1, or many s_j alike)
+    # would otherwise accumulate a systematic float32 rounding bias over the m− additions,
+    # while the counts nl, nq of the windows are exact integers.
+    wbar = jnp.mean(wt, axis=-1, keepdims=True)
+    wc = wt - wbar
     lin_sum, quad_sum = _window_sums(
         w.a,
         w.b,
-        jnp.where(w.a > 0, wt, 0)[..., None],
-        jnp.stack([jnp.where(w.active, wt, 0), jnp.where(w.active, wt * one_u, 0)], -1),
+        wc[..., None],
+        jnp.stack([jnp.where(w.active, wc, 0), jnp.where(w.active, wt * one_u, 0)], -1),
         n_pos,
     )
-    qw = quad_sum[..., 0]
+    qw = quad_sum[..., 0] + wbar * w.nq.astype(dt)
     # ℓ'(s_k − u_j) = −1 on the linear window, −2q (1 + u_j − s_k) on the quadratic one.
-    grad_sorted = -lin_sum[..., 0] - 2 * q * (quad_sum[..., 1] - qw * w.sp)
+    grad_sorted = -(lin_sum[..., 0] + wbar * w.nl.astype(dt)) - 2 * q * (
+        quad_sum[..., 1] - qw * w.sp
+    )
     lin = PushLin(windows=w, s=s, G=G, w=wt, qw=qw)
     return value, _unsort(w.order, grad_sorted), grad_neg, lin
 
@@ -179,15 +188,16 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p):
     curv = jnp.where(pos, p * (p - 1) * jnp.where(pos, lin.s, 1) ** (p - 2), 0)
     cj = curv * dot / jnp.asarray(n_pos * n_pos * n_neg, dt)
     h_neg = -cj * lin.G + 2 * q * lin.w * ((w.b - w.a).astype(dt) * dn - DQ)
+    # Per sorted positive k: Σ_j c_j ℓ'_kj + 2q Σ_{j∈Q(k)} w_j (d_k − d_j), with ℓ'_kj = −1 on
+    # the linear window and −2q (1 + u_j − s_k) on the quadratic one.
     lin_sum, quad_sum = _window_sums(
         w.a,
         w.b,
-        jnp.where(w.a > 0, cj, 0)[..., None],
+        cj[..., None],
         jnp.stack(
             [
                 jnp.where(w.active, cj, 0),
-                jnp.where(w.active, cj * one_u, 0),
-                jnp.where(w.active, lin.w * dn, 0),
+                jnp.where(w.active, cj * one_u + lin.w * dn, 0),
             ],
             -1,
         ),
@@ -195,8 +205,8 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p):
     )
     h_sorted = (
         -lin_sum[..., 0]
-        - 2 * q * (quad_sum[..., 1] - quad_sum[..., 0] * w.sp)
-        + 2 * q * (lin.qw * ds - quad_sum[..., 2])
+        + 2 * q * (quad_sum[..., 0] * w.sp - quad_sum[..., 1])
+        + 2 * q * lin.qw * ds
     )
     return _unsort(w.order, h_sorted), h_neg
 
@@ -317,16 +327,54 @@ def push_objective_closures(
 class _Push:
     """Row layout [positives; negatives; padding] of the p-norm push objective. Static and
     hashable (the shared solver :func:`jaxrank.fit._solve` compiles per layout), so ``p`` is
-    static here: a new ``p`` compiles once, a new λ does not."""
+    static here: a new ``p`` compiles once, a new λ does not.
+
+    ``groups``, ``pairs`` and ``curvature`` serve the spectral preconditioner of
+    :func:`jaxrank.fit.fit` (``M = λ(K_RR + δI) + cG`` with ``G`` the mean pair outer product
+    ``(k_i − k_j)(k_i − k_j)ᵀ``): ``c`` is the push's weight on ``G``, read off the step's
+    :class:`PushLin` — ``2q Σ_j w_j |Q(j)|`` for the second-order term (each quadratic pair
+    weighted by its negative's ``w_j``) plus ``Σ_j p(p−1) s_j^{p−2} G_j² / (m+² m−)`` for the
+    Gauss-Newton term, taking ``∇S_j ≈ G_j (mean positive − k_j)``. Only the preconditioner
+    uses it; at ``p = 1`` it is RankRC's ``2q |Q| / (m+ m−)``.
+    """
 
     n_pos: int
     n_neg: int
     p: float
 
+    @property
+    def groups(self) -> tuple[int, ...]:
+        return (self.n_pos, self.n_neg)
+
+    pairs = ((0, 1),)
+
     def closures(self, K, Krr, lam, loss, block, jacobi):
         if jacobi:
             raise ValueError("precondition='jacobi' is not available for the p-norm push.")
         return push_objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, self.p, block)
+
+    def curvature(self, lin, loss):
+        pl = lin[0]
+        dt = pl.s.dtype
+        p = jnp.asarray(self.p, dt)
+        nq = (pl.windows.b - pl.windows.a).astype(dt)
+        second = 2 * jnp.asarray(loss.q, dt) * jnp.sum(pl.w * nq)
+        pos = pl.s > 0
+        curv = jnp.where(pos, p * (p - 1) * jnp.where(pos, pl.s, 1) ** (p - 2), 0)
+        gn = jnp.sum(curv * pl.G * pl.G) / jnp.asarray(self.n_pos * self.n_pos * self.n_neg, dt)
+        return second + gn
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PushModel(RankModel):
+    """A :class:`~jaxrank.fit.RankModel` fitted by the p-norm push (:func:`fit_push`).
+
+    Attributes (besides those of ``RankModel``):
+      p: the push exponent (static).
+    """
+
+    p: float = dataclasses.field(default=1.0, metadata=dict(static=True))
 
 
 def check_p(p) -> float:
@@ -358,11 +406,11 @@ def fit_push(
     max_cg: int = 25,
     path: str = "batch",
     chains: int = 4,
-    precondition: str = "cholesky",
+    precondition: str = "auto",
     dtype=None,
     memory_budget: int | None = None,
     init=None,
-) -> RankModel:
+) -> PushModel:
     """Fit a kernel ranker by the p-norm push (seed 000 Sec. 7 ext. 2; Rudin 2009 eq. 1).
 
     Minimises, with ``f = K_{·R} β``::
@@ -370,7 +418,7 @@ def fit_push(
         F(β) = 1/m− Σ_{j∈−} (1/m+ Σ_{i∈+} ℓ_ε(f_i − f_j))^p + (λ/2) βᵀ K_RR β
 
     by the trust-region Newton-CG of :func:`jaxrank.fit.fit` (same kernel block, bases, λ grids,
-    Cholesky preconditioner, float32 gradient floor). ``p = 1`` is RankRC (seed 000 eq. 13);
+    preconditioners, float32 gradient floor). ``p = 1`` is RankRC (seed 000 eq. 13);
     larger ``p`` pushes the negatives that score above many positives down, favouring the top
     of the ranking (the left end of the ROC curve).
 
@@ -381,10 +429,13 @@ def fit_push(
       p: push exponent ``p ≥ 1`` (static: each new ``p`` compiles the solver once).
       basis, loss, eps, kernel, key, n_basis, tol, max_iter, max_cg, path, chains, dtype,
         memory_budget, init: as in :func:`jaxrank.fit.fit`.
-      precondition: ``"cholesky"`` or ``"none"`` (no Jacobi diagonal for the push).
+      precondition: ``"auto"`` / ``"spectral"`` (the spectral preconditioner of
+        :func:`jaxrank.fit.fit` with the push's curvature, see ``_Push``), ``"cholesky"`` or
+        ``"none"``; no Jacobi diagonal for the push.
 
     Returns:
-      A :class:`~jaxrank.fit.RankModel`; ``model.info.objective`` is ``F`` above.
+      A :class:`PushModel` (a :class:`~jaxrank.fit.RankModel` that records ``p``);
+      ``model.info.objective`` is ``F`` above.
 
     Raises:
       ValueError: bad input as in :func:`jaxrank.fit.fit`, ``p < 1``, or
@@ -406,7 +457,8 @@ def fit_push(
     p = check_p(p)
     if precondition == "jacobi":
         raise ValueError(
-            "precondition='jacobi' is not available for the p-norm push; use 'cholesky' or 'none'."
+            "precondition='jacobi' is not available for the p-norm push; use 'auto', "
+            "'spectral', 'cholesky' or 'none'."
         )
     tol = check_solver_options(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
@@ -415,9 +467,23 @@ def fit_push(
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
     n_pos = int(pos.sum())
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    return fit_rows(
+    model = fit_rows(
         X, order, idx, lams, scalar, _Push(n_pos, int(pos.size - n_pos), p),
         kernel=_kernels.resolve_kernel(kernel, X), dtype=_choose_dtype(X, dtype), loss=loss,
         eps=eps, tol=tol, max_iter=max_iter, max_cg=max_cg, path=path, chains=chains,
         precondition=precondition, memory_budget=memory_budget, init=init,
     )  # fmt: skip
+    return PushModel(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}, p=p)
+
+
+def _to_arrays(model: PushModel) -> dict:
+    return {**_io._rank_model_to_arrays(model), "p": model.p}
+
+
+def _from_arrays(fields: dict) -> PushModel:
+    base = _io._rank_model_from_arrays(fields)
+    p = check_p(fields["p"])
+    return PushModel(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, p=p)
+
+
+_io.register_model("PushModel", PushModel, _to_arrays, _from_arrays)

@@ -12,7 +12,7 @@ import scipy.optimize
 from oracles import pieces, rank_objective
 
 import jaxrank
-from jaxrank import kernels, losses
+from jaxrank import io, kernels, losses
 from jaxrank.l1 import L1Model, fista_l1, fit_l1, l1_max, l1_residual, soft_threshold
 
 M, N_POS = 72, 10
@@ -133,7 +133,7 @@ def test_mu_max_gives_zero_and_max_iter_warns(problem):
     np.testing.assert_array_equal(short.info.iterations[1:], 2)
 
 
-def test_model_select_and_pytree(problem):
+def test_model_select_pytree_save_load(problem, tmp_path):
     X, y, kernel, K, _ = problem
     mu_max = l1_max(X, y, kernel=kernel)
     with warnings.catch_warnings():
@@ -148,6 +148,12 @@ def test_model_select_and_pytree(problem):
     assert float(one.lam) == 1e-3 and int(one.info.status) == int(model.info.status[1])
     leaves = jax.tree.leaves(model)
     assert any(leaf is model.l1 for leaf in leaves)
+    io.save(model, tmp_path / "l1.npz")
+    back = io.load(tmp_path / "l1.npz")
+    assert isinstance(back, L1Model)
+    np.testing.assert_array_equal(back.l1, model.l1)
+    np.testing.assert_array_equal(back.info.n_nonzero, model.info.n_nonzero)
+    np.testing.assert_array_equal(back.decision_function(X), scores)
 
 
 def test_bad_input_refused(problem):

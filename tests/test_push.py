@@ -8,8 +8,9 @@ import pytest
 import scipy.optimize
 
 import jaxrank
-from jaxrank import kernels, losses, pairwise
+from jaxrank import io, kernels, losses, pairwise
 from jaxrank.push import (
+    PushModel,
     check_p,
     fit_push,
     push_hvp,
@@ -107,9 +108,9 @@ def test_matches_pair_loop(name, p, ties, shape):
 def test_p1_is_the_pairwise_objective(name):
     loss = LOSSES[name]
     rng = np.random.default_rng(5)
-    fp, fn = _scores(rng, 17, 53, ties=True)
-    dp, dn = rng.normal(size=17), rng.normal(size=53)
-    n = 17 * 53
+    fp, fn = _scores(rng, 23, 41, ties=True)  # the shape of test_matches_pair_loop: compiled
+    dp, dn = rng.normal(size=23), rng.normal(size=41)
+    n = 23 * 41
     args = (*map(jnp.asarray, (fp, fn, dp, dn)), jax.tree.map(jnp.float64, loss))
     v, gp, gn, hp, hn = _ops(*args, jnp.float64(1.0))
     rv, rgp, rgn, rhp, rhn = _pair_ops(*args)
@@ -131,10 +132,10 @@ def test_separated_scores_have_zero_loss_and_finite_curvature():
 
 def test_vmap_over_scores_and_p():
     rng = np.random.default_rng(2)
-    loss = losses.smoothed_hinge(0.5)
-    fp, fn = jnp.asarray(rng.normal(size=(3, 11))), jnp.asarray(rng.normal(size=(3, 30)))
+    loss = jax.tree.map(jnp.float64, losses.smoothed_hinge(0.5))
+    fp, fn = jnp.asarray(rng.normal(size=(3, 23))), jnp.asarray(rng.normal(size=(3, 41)))
     ps = jnp.asarray([1.0, 2.5, 4.0])
-    dp, dn = jnp.asarray(rng.normal(size=(3, 11))), jnp.asarray(rng.normal(size=(3, 30)))
+    dp, dn = jnp.asarray(rng.normal(size=(3, 23))), jnp.asarray(rng.normal(size=(3, 41)))
 
     def both(a, b, p, da, db):
         v, gp, gn, lin = push_value_and_grad(a, b, loss, p)
@@ -142,12 +143,31 @@ def test_vmap_over_scores_and_p():
 
     batched = jax.jit(jax.vmap(both))(fp, fn, ps, dp, dn)
     one_p = jax.jit(jax.vmap(lambda a, b, da, db: both(a, b, 2.5, da, db)))(fp, fn, dp, dn)
-    single = jax.jit(both)
+    single = lambda a, b, p, da, db: _ops(a, b, da, db, loss, jnp.asarray(p, jnp.float64))
     for k in range(3):
         for x, y in zip(batched, single(fp[k], fn[k], ps[k], dp[k], dn[k]), strict=True):
             np.testing.assert_allclose(x[k], y, atol=1e-13)
         for x, y in zip(one_p, single(fp[k], fn[k], 2.5, dp[k], dn[k]), strict=True):
             np.testing.assert_allclose(x[k], y, atol=1e-13)
+
+
+def test_float32_large_m_matches_float64():
+    """Window sums of float weights over 10⁵ negatives: float32 stays within 1e-5 (relative)
+    of float64. Scores on the float32 grid in [4, 7) so both dtypes see the same pieces."""
+    rng = np.random.default_rng(3)
+    fp = np.clip(rng.normal(size=500) * 0.4 + 5.5, 4.0, 6.99).astype(np.float32)
+    fn = np.clip(rng.normal(size=100_000) * 0.4 + 5.0, 4.0, 6.99).astype(np.float32)
+    dp = rng.normal(size=500).astype(np.float32)
+    dn = rng.normal(size=100_000).astype(np.float32)
+    for p in (1.0, 4.0):
+        out = {}
+        for dt in (jnp.float64, jnp.float32):
+            loss = jax.tree.map(lambda v, dt=dt: jnp.asarray(v, dt), losses.smoothed_hinge(0.5))
+            args = (jnp.asarray(v, dt) for v in (fp, fn, dp, dn))
+            out[dt] = [np.asarray(a, np.float64) for a in _ops(*args, loss, jnp.asarray(p, dt))]
+        for a32, a64 in zip(out[jnp.float32], out[jnp.float64], strict=True):
+            err = np.max(np.abs(a32 - a64)) / np.max(np.abs(a64))
+            assert err < 1e-5, (p, err)
 
 
 def _problem(seed, m=84, n_pos=12, d=3):
@@ -196,8 +216,12 @@ def test_fit_optimum_matches_scipy(loss_name):
     lam, p = 1e-2, 3.0
     loss = losses.get_loss(loss_name, 0.5)
     kernel = kernels.Gaussian(sigma2=kernels.sigma2_heuristic(X))
-    model = fit_push(X, y, lam, p=p, loss=loss_name, kernel=kernel, dtype=np.float64, tol=1e-10)
+    # a grid of two λ: the same compiled solver as test_model_select_and_save_load
+    grid = fit_push(X, y, [lam, 1e-1], p=p, loss=loss_name, kernel=kernel, dtype=np.float64,
+                    tol=1e-10)  # fmt: skip
+    model = grid.select(0)
     assert int(model.info.status) == jaxrank.Status.CONVERGED
+    assert isinstance(model, PushModel) and model.p == p
     F, G, Hp = _oracle_fgh(K, Krr, 12, lam, loss, p)
     ref = scipy.optimize.minimize(
         F, np.zeros(12), jac=G, hessp=Hp, method="trust-ncg", options=dict(gtol=1e-10)
@@ -209,13 +233,28 @@ def test_fit_optimum_matches_scipy(loss_name):
     np.testing.assert_allclose(K @ beta, K @ ref.x, rtol=0, atol=1e-6)
 
 
+def test_model_select_and_save_load(tmp_path):
+    X, y, _, _ = _problem(0)
+    kernel = kernels.Gaussian(sigma2=kernels.sigma2_heuristic(X))
+    model = fit_push(X, y, [1e-1, 1e-2], p=3.0, kernel=kernel, dtype=np.float64)
+    one = model.select(1)
+    assert isinstance(one, PushModel) and one.p == 3.0 and one.coef.shape == (12,)
+    io.save(model, tmp_path / "push.npz")
+    back = io.load(tmp_path / "push.npz")
+    assert isinstance(back, PushModel) and back.p == 3.0
+    np.testing.assert_array_equal(back.decision_function(X), model.decision_function(X))
+
+
 @pytest.mark.slow
 def test_p1_fit_equals_rankrc():
     X, y, _, _ = _problem(3)
-    a = fit_push(X, y, [1e-1, 1e-3], p=1, dtype=np.float64, tol=1e-9)
-    b = jaxrank.fit(X, y, [1e-1, 1e-3], dtype=np.float64, tol=1e-9)
-    np.testing.assert_allclose(a.info.objective, b.info.objective, rtol=1e-12)
-    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-6)
+    for pre in ("cholesky", "spectral"):
+        a = fit_push(X, y, [1e-1, 1e-3], p=1, dtype=np.float64, tol=1e-9, precondition=pre)
+        b = jaxrank.fit(X, y, [1e-1, 1e-3], dtype=np.float64, tol=1e-9, precondition=pre)
+        np.testing.assert_allclose(a.info.objective, b.info.objective, rtol=1e-12)
+        np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-6)
+        # the push's preconditioner curvature reduces to RankRC's at p = 1: same iterates
+        np.testing.assert_array_equal(a.info.cg_iterations, b.info.cg_iterations)
 
 
 def test_bad_input_refused():
