@@ -33,7 +33,8 @@ so a candidate costs O(m log m+) per Newton iteration and the pair matrix is nev
 first iteration (t = 0) shares one set of windows for all candidates.
 
 Cost per added basis function: O(κ m d) for the candidate columns, O(κ · n_newton · m log m+) for
-the scores, O(m) to add the column; a retrain costs O(m·|J|) per Newton-CG product. Memory: the
+the scores, O(m) to add the column; a retrain costs O(m·cap) per Newton-CG product, with the
+capacity ``cap = min(n_basis, max(64, 2^⌈log2 |J|⌉)) < 2|J|`` beyond 64. Memory: the
 ``(m, n_basis)`` block ``K_{·J}`` (seed 001 stores ``l × d_max``) plus the κ candidate columns.
 """
 
@@ -413,7 +414,7 @@ def fit_greedy(
     max_newton: int = 20,
     path: str = "batch",
     chains: int = 4,
-    precondition: str = "cholesky",
+    precondition: str = "auto",
     dtype=None,
     memory_budget: int | None = None,
     return_history: bool = False,
@@ -462,7 +463,8 @@ def fit_greedy(
         (``tol`` also stops each candidate's 1-D Newton iteration).
       precondition: the final fit's preconditioner, as in :func:`jaxrank.fit`. The retrains
         while growing use ``M = K_JJ + δI`` (``"cholesky"``) unless this is ``"jacobi"`` or
-        ``"none"``: it is the one that stays exact on the zero-padded capacity blocks.
+        ``"none"``: it needs no moments of the data, so it stays exact and cheap on the
+        zero-padded capacity blocks.
       max_newton: cap on the 1-D Newton iterations per step (static).
       return_history: also return a :class:`GreedyHistory`.
 
