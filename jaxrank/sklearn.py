@@ -271,6 +271,9 @@ class SparseAUCClassifier(_RankClassifier):
       random_state: an int (candidates drawn with ``jax.random.key(random_state)``), a
         ``numpy.random.RandomState`` or ``None`` (a seed drawn from numpy's global state).
 
+    ``n_iter_`` counts the greedy steps (basis functions added, seed 001 Algorithm 1): the final
+    solve starts at the last retrain's solution and may take no Newton step at all.
+
     Example:
       >>> import jaxrank
       >>> from jaxrank.sklearn import SparseAUCClassifier
@@ -342,7 +345,7 @@ class SparseAUCClassifier(_RankClassifier):
             schedule=self.schedule, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
             dtype=self.dtype,
         )  # fmt: skip
-        self.n_iter_ = int(self.model_.info.iterations)
+        self.n_iter_ = self.model_.n_basis
         self.classes_ = np.unique(y)
         self.pos_label_ = y[pos][0]
         scores = self.decision_function(X)
