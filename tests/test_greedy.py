@@ -102,6 +102,33 @@ def test_newton_first_candidate_closed_form():
     assert float(out.reduction[0]) == pytest.approx(1.0 - 1.0 / 3.0, abs=1e-12)
 
 
+def _intermediate_sizes(jaxpr, out):
+    for eqn in jaxpr.eqns:
+        out.extend(int(np.prod(v.aval.shape)) for v in eqn.outvars if hasattr(v.aval, "shape"))
+        for p in eqn.params.values():
+            for sub in p if isinstance(p, list | tuple) else [p]:
+                sub = getattr(sub, "jaxpr", sub)  # ClosedJaxpr -> Jaxpr
+                if hasattr(sub, "eqns"):
+                    _intermediate_sizes(sub, out)
+    return out
+
+
+def test_scoring_never_forms_the_pair_matrix():
+    # every array traced in the candidate scorer (while loops, vmapped windows included) is
+    # smaller than one candidate's m+ x m− pair matrix
+    from jaxrank.greedy import _newton
+
+    n_pos, n_neg, kappa, m = 9, 13, 2, 25
+    loss = jax.tree.map(lambda v: jnp.asarray(v, jnp.float64), losses.squared_hinge())
+    score = lambda f, D, fc, kcc: _newton(
+        f, D, fc, kcc, 0.1, loss, 1e-8, n_pos=n_pos, n_neg=n_neg, max_newton=5
+    )
+    zeros = jnp.zeros
+    jaxpr = jax.make_jaxpr(score)(zeros(m), zeros((kappa, m)), zeros(kappa), zeros(kappa))
+    sizes = _intermediate_sizes(jaxpr.jaxpr, [])
+    assert len(sizes) > 200 and max(sizes) < n_pos * n_neg
+
+
 def test_newton_input_checks():
     with pytest.raises(ValueError, match="D must have shape"):
         newton_candidates(jnp.zeros(5), jnp.zeros((2, 4)), jnp.zeros(2), jnp.ones(2), 1.0, 2, 3)
