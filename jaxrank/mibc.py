@@ -43,6 +43,16 @@ Covariance models of the negatives (``covariance=``):
 
 All three take the robust form ``Σ + ρI`` of eq. (7) (spectral-norm uncertainty ρ on Σ).
 No ``m− × m−`` (or ``m × m``) matrix is ever formed; the QP is ``m+ × m+``.
+
+Bounds on the negative error (attributes and methods of :class:`MIBCModel`), with
+``v = wᵀΣ_m w``: Remark 2, ``P(f(x) ≥ 0) ≤ v/(1 + v)`` for any negative distribution with the
+model's moments (``neg_error_bound``); Remark 3, ``1 − Φ(1/√v)`` if it is Gaussian
+(``neg_error_bound_gaussian``); eq. (8), the bound under an uncertain mean
+(:meth:`MIBCModel.robust_bound`); Remark 1, the same bound at the empirical moments of given
+negatives bounds the fraction of them misclassified (:meth:`MIBCModel.chebyshev_bound`).
+
+The sigmoid kernel of Fig. 2 is not offered: it is not positive semidefinite, so (D) would not
+be a convex QP.
 """
 
 from __future__ import annotations
@@ -701,6 +711,24 @@ class MIBCModel:
     def predict(self, X) -> jax.Array:
         """``+1`` where ``f(x) ≥ 0`` (the Remark 2 threshold), else ``−1`` (int32)."""
         return jnp.where(self.decision_function(X) >= 0, 1, -1).astype(jnp.int32)
+
+    def robust_bound(self, mean_radius) -> jax.Array:
+        """Eq. (8): the negative-error bound when the mean is also uncertain.
+
+        For every negative distribution whose mean ``x̄₀`` satisfies
+        ``(x̄ − x̄₀)ᵀΣ⁻¹(x̄ − x̄₀) ≤ r²`` (Sec. 2.3; the paper calls the radius ν, not the ν of
+        eq. 10) and whose covariance is the model's, ``P(f(x) ≥ 0) ≤ 1/(1 + (1/√v − r)²)`` when
+        ``1/√v > r``, else 1. The paper prints it as ``κ⁻¹(1/√v − r)``, which is the
+        probability of a *correct* negative (``κ⁻¹(k) = k²/(1 + k²)``); the error is one minus
+        that. ``r = 0`` gives Remark 2. By Remark 4 the mean's uncertainty changes the bound,
+        not the classifier.
+
+        Returns:
+          ``()`` or ``(L,)``.
+        """
+        r = _check_nonneg(mean_radius, "mean_radius")
+        k = 1 / jnp.sqrt(self.margin_norm2) - r
+        return jnp.where(k > 0, 1 / (1 + k**2), 1.0).astype(self.margin_norm2.dtype)
 
     def chebyshev_bound(self, X_neg) -> jax.Array:
         """Remark 2 at the empirical moments of the scores of ``X_neg`` (Remark 1).

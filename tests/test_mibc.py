@@ -410,6 +410,13 @@ def test_remark2_bound_formula(small):
         assert float(model.neg_error_bound_gaussian) == pytest.approx(
             norm.sf(1 / np.sqrt(v)), rel=1e-10
         )
+        # eq. (8): r = 0 is Remark 2; a positive radius loosens it; a large one gives 1
+        assert float(model.robust_bound(0.0)) == pytest.approx(v / (1 + v), rel=1e-12)
+        k = 1 / np.sqrt(v) - 0.2
+        assert float(model.robust_bound(0.2)) == pytest.approx(1 / (1 + k**2), rel=1e-12)
+        assert float(model.robust_bound(1 / np.sqrt(v) + 0.1)) == 1.0
+        with pytest.raises(ValueError, match="mean_radius"):
+            model.robust_bound(-1.0)
         # Remark 1: the bound covers the fraction of training negatives with f >= 0
         frac = float(np.mean(np.asarray(model.decision_function(N)) >= 0))
         assert frac <= float(model.neg_error_bound)
