@@ -15,7 +15,9 @@ Nothing is standardised here: that is the CLI's job (DESIGN §2).
 from __future__ import annotations
 
 import csv
+import itertools
 import os
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -108,10 +110,10 @@ def _parse_column(cells: np.ndarray, lines: np.ndarray, name: str, path: str) ->
     """Float64 values of one CSV column; errors name the line and the column."""
     try:
         col = cells.astype(np.float64)
-    except ValueError:
+    except (ValueError, TypeError):
         for i, cell in enumerate(cells):
             try:
-                np.asarray(cell).astype(np.float64)
+                float(cell)
             except ValueError:
                 what = "an empty cell (missing value)" if not cell.strip() else repr(str(cell))
                 raise ValueError(
@@ -171,16 +173,11 @@ def read_csv(
         header = None
         try:
             for row in reader:
-                if not row or all(not c.strip() for c in row):
-                    continue
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # a blank line
                 if header is None:
                     header = [c.strip() for c in row]
                     continue
-                if len(row) != len(header):
-                    raise ValueError(
-                        f"{path} line {reader.line_num} has {len(row)} fields, the header has "
-                        f"{len(header)}."
-                    )
                 rows.append(row)
                 lines.append(reader.line_num)
         except csv.Error as err:
@@ -194,6 +191,12 @@ def read_csv(
         seen.add(name)
     if not rows:
         raise ValueError(f"{path} has a header but no data rows.")
+    width = len(header)
+    for k, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(
+                f"{path} line {lines[k]} has {len(row)} fields, the header has {width}."
+            )
 
     t = None
     if columns is None:
@@ -214,12 +217,14 @@ def read_csv(
             t = header.index(target)
     if not feats:
         raise ValueError(f"{path} has no feature column besides the target.")
-    table = np.array(rows, dtype=str)
+    # one object array of the cells (no per-cell numpy strings): float() per cell in C loops
+    table = np.fromiter(itertools.chain.from_iterable(rows), dtype=object,
+                        count=len(rows) * width).reshape(len(rows), width)  # fmt: skip
     line_no = np.asarray(lines)
     X = np.empty((len(rows), len(feats)), dtype=np.float64)
     for j, k in enumerate(feats):
         X[:, j] = _parse_column(table[:, k], line_no, header[k], path)
-    y = None if t is None else np.char.strip(table[:, t])
+    y = None if t is None else np.array([c.strip() for c in table[:, t]], dtype=str)
     return Table(
         X=X,
         y=y,
@@ -229,36 +234,56 @@ def read_csv(
     )
 
 
-def read_libsvm(path, *, n_features: int | None = None, zero_based: bool | None = None) -> Table:
-    """Read a LIBSVM / svmlight file into a dense array.
+def _libsvm_fast(path: str):
+    """``(labels, rows, cols, values)`` of a well-formed LIBSVM file, or ``None``.
 
-    Each non-empty line is ``label idx:value idx:value ...``; ``#`` starts a comment. Absent
-    entries are 0. ``qid:`` fields (query groups of ranking files) are refused: jaxrank ranks
-    one rare class against the rest, not within queries.
-
-    Args:
-      path: the file.
-      n_features: number of columns (prediction: the model's); default the largest index + 1.
-      zero_based: whether indices start at 0; ``None``: 0-based if some index is 0, else 1-based
-        (scikit-learn's ``load_svmlight_file(zero_based="auto")``).
-
-    Returns:
-      A :class:`Table` with float64 labels ``y``.
-
-    Raises:
-      FileNotFoundError: no such file.
-      ValueError: a malformed line (bad label, ``idx:value`` pair, repeated or negative index),
-        an index beyond ``n_features``, a non-finite value, or no data lines.
-
-    Example:
-      >>> import os, tempfile
-      >>> path = os.path.join(tempfile.mkdtemp(), "d.svm")
-      >>> _ = open(path, "w").write("+1 1:0.5 3:2\\n-1 2:1  # comment\\n")
-      >>> t = read_libsvm(path)
-      >>> t.X.tolist(), t.y.tolist()
-      ([[0.5, 0.0, 2.0], [0.0, 1.0, 0.0]], [1.0, -1.0])
+    One pass of string splitting, then all numbers at once (``np.fromstring``): about 3x faster
+    than the line-by-line parse, which runs instead whenever this finds anything unexpected.
     """
-    path = _check_file(path)
+    labels: list[str] = []
+    counts: list[int] = []
+    tokens: list[str] = []
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        for line in fh:
+            body = line.split("#", 1)[0].split()
+            if body:
+                labels.append(body[0])
+                counts.append(len(body) - 1)
+                tokens.extend(body[1:])
+    if not labels:
+        return None
+    text = " ".join(tokens)
+    try:
+        y = np.array(labels).astype(np.float64)
+    except ValueError:
+        return None
+    if text.count(":") != len(tokens):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a malformed number: fromstring stops short and warns
+        try:
+            nums = np.fromstring(text.replace(":", " "), dtype=np.float64, sep=" ")
+        except ValueError:
+            return None
+    if nums.size != 2 * len(tokens):
+        return None
+    idx, val = nums[0::2], nums[1::2]
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(val)) and np.all(idx >= 0)):
+        return None
+    if not np.all(idx == np.floor(idx)) or (idx.size and idx.max() >= 2**53):
+        return None
+    rows = np.repeat(np.arange(len(labels), dtype=np.int64), counts)
+    cols = idx.astype(np.int64)
+    same_line = rows[1:] == rows[:-1]
+    if not np.all((cols[1:] > cols[:-1]) | ~same_line):  # indices not increasing in a line
+        key = np.sort(rows * (int(cols.max()) + 1) + cols)
+        if np.any(key[1:] == key[:-1]):
+            return None  # a repeated index within a line
+    return y, rows, cols, val
+
+
+def _libsvm_checked(path: str):
+    """The line-by-line LIBSVM parse: ``(labels, rows, cols, values)`` or a precise error."""
     labels: list[float] = []
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
@@ -306,9 +331,48 @@ def read_libsvm(path, *, n_features: int | None = None, zero_based: bool | None 
             vals.append(val)
     if not labels:
         raise ValueError(f"{path} has no data lines.")
-    r = np.concatenate(rows)
-    c = np.concatenate(cols)
-    v = np.concatenate(vals)
+    return (
+        np.asarray(labels, dtype=np.float64),
+        np.concatenate(rows),
+        np.concatenate(cols),
+        np.concatenate(vals),
+    )
+
+
+def read_libsvm(path, *, n_features: int | None = None, zero_based: bool | None = None) -> Table:
+    """Read a LIBSVM / svmlight file into a dense array.
+
+    Each non-empty line is ``label idx:value idx:value ...``; ``#`` starts a comment. Absent
+    entries are 0. ``qid:`` fields (query groups of ranking files) are refused: jaxrank ranks
+    one rare class against the rest, not within queries.
+
+    Args:
+      path: the file.
+      n_features: number of columns (prediction: the model's); default the largest index + 1.
+      zero_based: whether indices start at 0; ``None``: 0-based if some index is 0, else 1-based
+        (scikit-learn's ``load_svmlight_file(zero_based="auto")``).
+
+    Returns:
+      A :class:`Table` with float64 labels ``y``.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a malformed line (bad label, ``idx:value`` pair, repeated or negative index),
+        an index beyond ``n_features``, a non-finite value, or no data lines.
+
+    Example:
+      >>> import os, tempfile
+      >>> path = os.path.join(tempfile.mkdtemp(), "d.svm")
+      >>> _ = open(path, "w").write("+1 1:0.5 3:2\\n-1 2:1  # comment\\n")
+      >>> t = read_libsvm(path)
+      >>> t.X.tolist(), t.y.tolist()
+      ([[0.5, 0.0, 2.0], [0.0, 1.0, 0.0]], [1.0, -1.0])
+    """
+    path = _check_file(path)
+    parsed = _libsvm_fast(path)
+    if parsed is None:  # something is off: the checked parse names the line and the problem
+        parsed = _libsvm_checked(path)
+    labels, r, c, v = parsed
     if zero_based is None:
         zero_based = bool(c.size and c.min() == 0)
     if not zero_based:
@@ -326,11 +390,11 @@ def read_libsvm(path, *, n_features: int | None = None, zero_based: bool | None 
         )
     if n_features == 0:
         raise ValueError(f"{path} has no feature values at all.")
-    X = np.zeros((len(labels), n_features), dtype=np.float64)
+    X = np.zeros((labels.size, n_features), dtype=np.float64)
     X[r, c] = v
     return Table(
         X=X,
-        y=np.asarray(labels, dtype=np.float64),
+        y=labels,
         feature_names=None,
         target=None,
         format="libsvm",

@@ -358,6 +358,35 @@ def test_libsvm_reader_matches_sklearn(tmp_path, zero_based):
     assert wide.X.shape == (31, 12)
 
 
+def test_libsvm_fast_parse_equals_checked_parse(tmp_path):
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(60):
+        cols = rng.permutation(9)[: rng.integers(0, 6)]  # unsorted, sometimes empty
+        items = " ".join(f"{c}:{rng.normal():.17g}" for c in cols)
+        lines.append(f"{rng.choice(['+1', '-1', '1', '0'])} {items}" + (" # c" if i % 7 else ""))
+    path = tmp_path / "d.svm"
+    path.write_text("# header comment\n" + "\n".join(lines) + "\n")
+    fast, checked = _io_data._libsvm_fast(str(path)), _io_data._libsvm_checked(str(path))
+    assert fast is not None
+    for a, b in zip(fast, checked, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # anything irregular leaves the fast parse to the checked one, which names the line
+    for bad, message in [
+        ("1 3:1 3:2", "repeated"),
+        ("1 2:1 qid:3", "qid"),
+        ("1 2:1:3", "index:value"),
+        ("1 2:", "index:value"),
+        ("x 2:1", "label"),
+        ("1 -2:1", "negative"),
+        ("1 2:nan", "not finite"),
+    ]:
+        path.write_text("-1 1:0.5\n" + bad + "\n")
+        assert _io_data._libsvm_fast(str(path)) is None, bad
+        with pytest.raises(ValueError, match=f"line 2.*{message}"):
+            _io_data.read_libsvm(path)
+
+
 def test_csv_reader_matches_loadtxt(tmp_path):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40, 3))
