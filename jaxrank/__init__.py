@@ -1,8 +1,10 @@
 """jaxrank: nonlinear (kernel) rankers that maximise AUC on rare-class data, in JAX.
 
-RankRC (Tayal, Coleman & Li, TKDE 2015) and its family — RankSVM, random and Nyström subset
-bases — solved by a JAX-native trust-region Newton-CG whose pairwise loss, gradient and
-Hessian-vector products cost O(m log m + m·|R|).
+RankRC (Tayal, Coleman & Li, TKDE 2015) and its family — RankSVM, random, Nyström and greedy
+sparse bases, multi-level RankRC, the p-norm push and L1 variants, stochastic RankRC — solved by a
+JAX-native trust-region Newton-CG whose pairwise loss, gradient and Hessian-vector products cost
+O(m log m + m·|R|); and the other systems of the source papers: MIBC (moment-based one-class)
+and DOPMID (AM/QM structural SVM).
 
 Example:
   >>> import jaxrank
@@ -11,12 +13,40 @@ Example:
   >>> scores = model.decision_function(X)
 """
 
-from jaxrank import bases, datasets, kernels, losses, metrics, multilevel, pairwise, select, solver
+from jaxrank import (
+    bases,
+    bounds,
+    datasets,
+    dopmid,
+    greedy,
+    io,
+    kernels,
+    l1,
+    losses,
+    metrics,
+    mibc,
+    multilevel,
+    nystrom,
+    pairwise,
+    push,
+    select,
+    solver,
+    stochastic,
+)
+from jaxrank._validation import PrecisionWarning
+from jaxrank.dopmid import fit_dopmid
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
+from jaxrank.greedy import fit_greedy
+from jaxrank.io import load
 from jaxrank.kernels import Gaussian, Linear, MemoryBudgetError, Polynomial
+from jaxrank.l1 import fit_l1
+from jaxrank.mibc import fit_mibc
 from jaxrank.multilevel import fit_multilevel
+from jaxrank.nystrom import nystrom_features
+from jaxrank.push import fit_push
 from jaxrank.select import SelectionResult, select_lambda
 from jaxrank.solver import SolverInfo, Status
+from jaxrank.stochastic import fit_rankrc_stochastic
 
 __version__ = "0.1.0"
 
@@ -26,24 +56,42 @@ __all__ = [
     "Linear",
     "MemoryBudgetError",
     "Polynomial",
+    "PrecisionWarning",
     "RankModel",
     "SelectionResult",
     "SolverInfo",
     "Status",
     "bases",
+    "bounds",
     "datasets",
+    "dopmid",
     "fit",
+    "fit_dopmid",
+    "fit_greedy",
+    "fit_l1",
+    "fit_mibc",
     "fit_multilevel",
+    "fit_push",
     "fit_rankrc",
+    "fit_rankrc_stochastic",
     "fit_ranksvm",
+    "greedy",
+    "io",
     "kernels",
+    "l1",
+    "load",
     "losses",
     "metrics",
+    "mibc",
     "multilevel",
+    "nystrom",
+    "nystrom_features",
     "pairwise",
+    "push",
     "select",
     "select_lambda",
     "solver",
+    "stochastic",
 ]
 
 

@@ -462,7 +462,7 @@ def fit(
     lam,
     *,
     basis="rare",
-    loss: str = "smoothed_hinge",
+    loss: str | None = None,
     eps: float = 0.5,
     kernel=None,
     key=None,
@@ -477,6 +477,8 @@ def fit(
     memory_budget: int | None = None,
     init=None,
     max_kernel_bytes: int | None = None,
+    penalty: str = "l2",
+    p: float | None = None,
 ) -> RankModel:
     """Fit a kernel ranker maximising a smoothed AUC over the R-subset basis ``basis``.
 
@@ -490,7 +492,11 @@ def fit(
       lam: λ > 0, or a 1-D grid (one model holding every λ).
       basis: ``"rare"`` (RankRC), ``"all"`` (RankSVM), ``"random"`` (RANK-RND, ``n_basis``
         rows, default m+; needs ``key``) or an int array of row indices.
-      loss: ``"smoothed_hinge"`` (ε = ``eps``) or ``"squared_hinge"``.
+      basis: also ``"greedy"``: the sparse basis of seed 001 grown to ``n_basis`` functions
+        (default ⌈m/10⌉, needs ``key``), squared hinge unless ``loss`` is given
+        (:func:`jaxrank.greedy.fit_greedy`, which has the greedy options).
+      loss: ``"smoothed_hinge"`` (ε = ``eps``) or ``"squared_hinge"``; default smoothed hinge
+        (squared hinge for ``basis="greedy"``).
       eps: ε of the smoothed hinge (paper default 0.5).
       kernel: a kernel object or name; default Gaussian with σ² from
         :func:`~jaxrank.kernels.sigma2_heuristic` on ``X``.
@@ -513,6 +519,10 @@ def fit(
       memory_budget: bytes the kernel block may take (default: 60 % of RAM / 80 % of device
         memory); exceeding it raises :class:`~jaxrank.kernels.MemoryBudgetError` before any
         allocation.
+      penalty: ``"l2"`` (the RKHS norm above) or ``"l1"``: ``lam·||β||₁`` instead, exact zeros in
+        β (seed 000 extension 1; :func:`jaxrank.l1.fit_l1`, FISTA).
+      p: the p-norm push (Rudin 2009; seed 000 extension 2): the loss
+        ``Σ_j (Σ_i ℓ(f_i − f_j))^p``, top-weighted for ``p > 1`` (:func:`jaxrank.push.fit_push`).
       max_kernel_bytes: the largest kernel block stored (default: the memory budget); a larger
         block is streamed — recomputed in row chunks for every product (same result, memory
         ``O(m·d)``, one kernel evaluation per product).
@@ -537,6 +547,38 @@ def fit(
       >>> model.decision_function(X).shape
       (2, 300)
     """
+    common = dict(kernel=kernel, eps=eps, tol=tol, dtype=dtype, memory_budget=memory_budget)
+    if penalty not in ("l2", "l1"):
+        raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}.")
+    if isinstance(basis, str) and basis == "greedy":
+        if penalty != "l2" or p is not None:
+            raise ValueError("basis='greedy' supports neither penalty='l1' nor the p-norm push.")
+        from jaxrank.greedy import fit_greedy
+
+        if n_basis is None:
+            n_basis = max(1, math.ceil(check_X(X).shape[0] / 10))
+        return fit_greedy(
+            X, y, lam, n_basis=n_basis, key=key, loss=loss or "squared_hinge", max_iter=max_iter,
+            max_cg=max_cg, path=path, chains=chains, precondition=precondition, **common,
+        )  # fmt: skip
+    loss = loss or "smoothed_hinge"
+    if penalty == "l1":
+        if p is not None:
+            raise ValueError("penalty='l1' is not available with the p-norm push.")
+        from jaxrank.l1 import fit_l1
+
+        # seed 000 extension 1: μ||β||₁ in place of the RKHS norm, μ = lam
+        return fit_l1(X, y, 0.0, l1=lam, basis=basis, loss=loss, key=key, n_basis=n_basis,
+                      init=init, **common)  # fmt: skip
+    if p is not None:
+        from jaxrank.push import fit_push
+
+        return fit_push(
+            X, y, lam, p=p, basis=basis, loss=loss, key=key, n_basis=n_basis, max_iter=max_iter,
+            max_cg=max_cg, path=path, chains=chains, precondition=precondition, init=init,
+            **common,
+        )  # fmt: skip
+    mesh = _kernels.row_mesh(X)
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
     tol = check_solver_options(
@@ -559,7 +601,7 @@ def fit(
         X, order, idx, lams, scalar, _Biclass(n_pos, int(pos.size - n_pos)),
         kernel=kernel, dtype=dt, loss=loss, eps=eps, tol=tol, max_iter=max_iter,
         max_cg=max_cg, path=path, chains=chains, precondition=precondition,
-        memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes,
+        memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes, mesh=mesh,
     )  # fmt: skip
 
 
@@ -598,7 +640,7 @@ def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter
 
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
-    path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None,
+    path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,
 ) -> RankModel:  # fmt: skip
     """The engine behind every fit: kernel block over the reordered rows, solve, model.
 
@@ -607,6 +649,8 @@ def fit_rows(
       idx: basis row indices into ``X``; ``lams``/``scalar``: from ``check_lam``;
       layout: a hashable object whose ``closures(K, Krr, lam, loss, block, jacobi)`` gives
         ``(fun, hvp)`` for one λ; the other arguments as in :func:`fit`, already validated.
+      mesh: ``(mesh, axis)`` from :func:`~jaxrank.kernels.row_mesh`: build the block split by
+        rows over the devices of ``mesh[axis]`` (data-parallel fit); ``None``: one device.
     """
     dt = np.dtype(dtype)
     lossfn = get_loss(loss, eps)
@@ -617,7 +661,13 @@ def fit_rows(
     small = 2 * nb * nb * dt.itemsize  # K_RR and the preconditioner
     block_bytes = rows * n_chunks * nb * dt.itemsize
     limit = check_max_kernel_bytes(max_kernel_bytes, memory_budget)
-    streamed = block_bytes > limit
+    n_dev = 1 if mesh is None else mesh[0].shape[mesh[1]]
+    streamed = block_bytes / n_dev > limit
+    if streamed and mesh is not None:
+        raise ValueError(
+            "a kernel block split over devices must fit their memory: the block per device "
+            f"({block_bytes / n_dev / 2**30:.2f} GiB) exceeds max_kernel_bytes."
+        )
     if streamed:
         if precondition == "jacobi":
             raise ValueError(
@@ -628,13 +678,17 @@ def fit_rows(
         need = rows * n_chunks * d * dt.itemsize + small + 4 * rows * nb * dt.itemsize
         _kernels.check_memory(need, memory_budget, f"the streamed kernel block ({m} x {nb})")
     else:
-        _kernels.check_memory(block_bytes + small, memory_budget, f"the kernel block ({m} x {nb})")
+        _kernels.check_memory(
+            block_bytes // n_dev + small, memory_budget, f"the kernel block ({m} x {nb})"
+        )
 
     Xd = jnp.asarray(X, dt)
     B = Xd[jnp.asarray(idx)]
     Xo = Xd[jnp.asarray(order)]
     if streamed:
         K = _kernels.streamed_block(kernel, Xo, B, multiple=block)
+    elif mesh is not None:
+        K = _kernels.sharded_block(kernel, Xo, B, *mesh, multiple=block)
     else:
         K = _kernels.kernel_block(kernel, Xo, B, padded=True, multiple=block)
     del Xo

@@ -39,6 +39,8 @@ __all__ = [
     "resolve_kernel",
     "rmatmul",
     "rmatvec",
+    "row_mesh",
+    "sharded_block",
     "sigma2_heuristic",
     "stream_matvec",
     "streamed_block",
@@ -356,6 +358,65 @@ def take_rows(K, idx: jax.Array) -> jax.Array:
     if isinstance(K, StreamedBlock):
         return K.kernel(K.X.reshape(-1, K.X.shape[2])[idx], K.B)
     return K[idx]
+
+
+def row_mesh(X) -> tuple[jax.sharding.Mesh, str] | None:
+    """``(mesh, axis)`` when ``X`` is a ``jax.Array`` split by rows over several devices.
+
+    A ``NamedSharding`` whose spec shards dimension 0 gives its own mesh and axis; any other
+    multi-device sharding gives a 1-D mesh ``"rows"`` over its devices. ``None`` otherwise
+    (numpy input, one device, or rows replicated).
+    """
+    sharding = getattr(X, "sharding", None)
+    if sharding is None or len(sharding.device_set) < 2:
+        return None
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        spec = (*tuple(sharding.spec), None)
+        axis = spec[0]
+        if axis is None:
+            return None
+        axis = axis if isinstance(axis, str) else axis[0]
+        # the same devices with automatic axes: the fit's gathers and sorts are left to the
+        # compiler's sharding propagation (an explicit-axes mesh would demand annotations)
+        mesh = sharding.mesh
+        return jax.sharding.Mesh(np.asarray(mesh.devices), mesh.axis_names), axis
+    devices = sorted(sharding.device_set, key=lambda d: d.id)
+    return jax.sharding.Mesh(np.array(devices), ("rows",)), "rows"
+
+
+def _shard_map(f, mesh, in_specs, out_specs):
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    from jax.experimental.shard_map import shard_map  # jax < 0.6
+
+    return shard_map(f, mesh, in_specs=in_specs, out_specs=out_specs)
+
+
+def sharded_block(kernel: Kernel, X, B, mesh, axis: str, *, multiple: int = 1) -> jax.Array:
+    """The kernel block ``k(X, B)`` split by rows over ``mesh[axis]``, each device building its
+    own rows in chunks (``lax.map``), never the whole block on one device.
+
+    The rows are padded (zero rows, as in :func:`kernel_block`) to ``n_dev · rows · n_chunks``
+    with ``rows`` a multiple of ``multiple``, so every device holds whole product blocks. Every
+    product of the fit with this block then runs data-parallel under ``jit``: ``K @ v`` stays
+    split by rows, the scores are gathered for the sort, and ``g @ K`` is summed over devices.
+
+    Returns:
+      ``(n_padded, |R|)`` array with sharding ``NamedSharding(mesh, P(axis, None))``.
+    """
+    P = jax.sharding.PartitionSpec
+    n_dev = mesh.shape[axis]
+    X = jnp.asarray(X)
+    B = jnp.asarray(B, X.dtype)
+    rows, n_chunks = chunk_rows(math.ceil(X.shape[0] / n_dev), B.shape[0], X.dtype.itemsize,
+                                multiple)  # fmt: skip
+    Xp = _pad_rows(X, rows * n_chunks * n_dev, 1)
+    Xp = jax.device_put(Xp, jax.sharding.NamedSharding(mesh, P(axis, None)))
+    B = jax.device_put(B, jax.sharding.NamedSharding(mesh, P()))
+    build = _shard_map(
+        lambda Xl, Bl: _block(kernel, Xl, Bl, rows), mesh, (P(axis, None), P()), P(axis, None)
+    )
+    return jax.jit(build)(Xp, B)
 
 
 def _pad_rows(X: jax.Array, rows: int, n_chunks: int) -> jax.Array:

@@ -388,6 +388,7 @@ def fit_multilevel(
       >>> float(jaxrank.metrics.mauc(lv, model.decision_function(X))) > 0.7
       True
     """
+    mesh = _kernels.row_mesh(X)
     X = check_X(X)
     _, index, counts, maj = check_levels(levels, majority, n=X.shape[0])
     lams, scalar = check_lam(lam)
@@ -408,7 +409,7 @@ def fit_multilevel(
         kernel=_kernels.resolve_kernel(kernel, X), dtype=dt, loss=loss,
         eps=eps, tol=tol, max_iter=max_iter, max_cg=max_cg, path=path, chains=chains,
         precondition=precondition, memory_budget=memory_budget,
-        max_kernel_bytes=max_kernel_bytes,
+        max_kernel_bytes=max_kernel_bytes, mesh=mesh,
     )  # fmt: skip
 
 
