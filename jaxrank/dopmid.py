@@ -400,6 +400,8 @@ def _max_step(v, dv):
 def _qp(G, delta, C, live, max_iter: int):
     """Interior point + polish for ``min ½βᵀQβ − bᵀβ`` over the simplex, ``Q = C·G``, ``α = Cβ``.
 
+    Returns ``(QPResult, active)`` with ``active`` the planes in the solution's support.
+
     Entries outside ``live`` are padding: they get ``Q_ii = 1, b_i = −1`` and no share of the
     simplex, a decoupled problem whose solution is 0, so one compiled solver serves every
     working-set size up to ``K``.
@@ -477,37 +479,57 @@ def _qp(G, delta, C, live, max_iter: int):
     beta_ip = jnp.where(live & jnp.isfinite(beta_ip), jnp.maximum(beta_ip, 0), 0)
     beta_ip = beta_ip / jnp.maximum(m @ beta_ip, eps)
 
-    # Polish: guess the support from strict complementarity and solve its KKT system exactly,
-    #   Q_SS β_S − ν 1 = b_S,  1ᵀβ_S = 1,  β_i = 0 off S,
-    # with a jittered Cholesky factor and two steps of iterative refinement.
-    S = live & (beta_ip > z_ip)
-    Sf = S.astype(dt)
-    Qs = jnp.where(S[:, None] & S[None, :], Q, 0) + jnp.diag(1 - Sf)
-    chol = jnp.linalg.cholesky(Qs + jitter * eye)
-
-    def solve_s(r):
-        return jax.scipy.linalg.cho_solve((chol, True), r)
-
-    y1 = solve_s(Sf)
-    s1 = Sf @ y1
-    x = solve_s(jnp.where(S, b, 0))
-    nu = (1 - Sf @ x) / s1
-    beta = jnp.where(S, x + nu * y1, 0)
-    for _ in range(2):
-        r1 = jnp.where(S, b + nu - Q @ beta, 0)
-        r2 = 1 - Sf @ beta
-        dx = solve_s(r1)
-        dnu = (r2 - Sf @ dx) / s1
-        beta = jnp.where(S, beta + dx + dnu * y1, 0)
-        nu = nu + dnu
+    # Polish (primal-dual active set, started from the interior point's support guess by strict
+    # complementarity): on a support S solve the KKT system of the face
+    #   Q_SS β_S − ν 1 = b_S,  1ᵀβ_S = 1,  β_i = 0 off S
+    # by proximal-point steps  (Q_SS + δI) β⁺ − ν⁺ 1 = b_S + δ β  anchored at the interior point:
+    # Q_SS is often singular (more planes than features), and the anchored steps converge to the
+    # face's solution nearest the interior point instead of amplifying the null space. Then
+    # S ← {i ∈ S: β_i > 0} ∪ {i ∉ S: z_i < 0} until the KKT conditions hold.
     ptol = 1e4 * eps
-    zpol = Q @ beta - b - nu
-    polish_ok = (
-        jnp.all(jnp.isfinite(beta))
-        & jnp.isfinite(nu)
-        & jnp.all(jnp.where(S, beta >= -ptol, True))
-        & jnp.all(jnp.where(live & ~S, zpol >= -ptol, True))
-        & jnp.all(jnp.where(S, jnp.abs(zpol) <= ptol, True))
+    prox = 0.1 * jnp.sqrt(eps)
+
+    def face(S, beta_start):
+        Sf = S.astype(dt)
+        Qs = jnp.where(S[:, None] & S[None, :], Q, 0) + jnp.diag(prox * Sf + (1 - Sf))
+        chol = jnp.linalg.cholesky(Qs)
+
+        def solve(r):
+            return jax.scipy.linalg.cho_solve((chol, True), r)
+
+        y1 = solve(Sf)
+        s1 = Sf @ y1
+
+        # In residual form, so that the accuracy is set by the residual, not by cond(Q_SS + δI).
+        def step(_, carry):
+            beta, nu = carry
+            dx = solve(jnp.where(S, b + nu - Q @ beta, 0))
+            dnu = (1 - Sf @ beta - Sf @ dx) / s1
+            return jnp.where(S, beta + dx + dnu * y1, 0), nu + dnu
+
+        beta0 = jnp.where(S, beta_start, 0)
+        nu0 = Sf @ (Q @ beta0 - b) / jnp.maximum(jnp.sum(Sf), 1)
+        beta, nu = jax.lax.fori_loop(0, 12, step, (beta0, nu0))
+        z = Q @ beta - b - nu
+        ok = (
+            jnp.all(jnp.isfinite(beta))
+            & jnp.isfinite(nu)
+            & jnp.all(jnp.where(S, beta >= -ptol, True))
+            & jnp.all(jnp.where(live & ~S, z >= -ptol, True))
+            & jnp.all(jnp.where(S, jnp.abs(z) <= ptol, True))
+        )
+        return beta, z, ok
+
+    def round_(carry):
+        S, beta, _, _, r = carry
+        beta, z, ok = face(S, beta)
+        S_next = jnp.where(ok, S, live & jnp.where(S, beta > 0, z < 0))
+        return S_next, beta, z, ok, r + 1
+
+    S0 = live & (beta_ip > z_ip)
+    carry = (S0, beta_ip, jnp.zeros(K, dt), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    S, beta, _, polish_ok, _ = jax.lax.while_loop(
+        lambda c: ~c[3] & (c[4] < 4) & jnp.any(c[0]), round_, carry
     )
     beta_pol = jnp.where(S, jnp.maximum(beta, 0), 0)
     beta_pol = beta_pol / jnp.maximum(m @ beta_pol, eps)
@@ -517,14 +539,16 @@ def _qp(G, delta, C, live, max_iter: int):
 
     polish_ok = polish_ok & (objective(beta_pol) <= objective(beta_ip) + ptol)
     beta = jnp.where(polish_ok, beta_pol, beta_ip)
+    # Which planes carry weight: the polished support, else strict complementarity.
+    active = live & jnp.where(polish_ok, beta_pol > 0, beta_ip > z_ip)
     alpha = jnp.where(live, C * beta, 0)
     dual = jnp.where(live, delta, 0) @ alpha - 0.5 * alpha @ (jnp.where(both, G, 0) @ alpha)
-    return QPResult(alpha, dual, iters, converged | polish_ok, polish_ok)
+    return QPResult(alpha, dual, iters, converged | polish_ok, polish_ok), active
 
 
 @partial(jax.jit, static_argnames=("max_iter",))
 def _qp_jit(G, delta, C, live, *, max_iter):
-    return _qp(G, delta, C, live, max_iter)
+    return _qp(G, delta, C, live, max_iter)[0]
 
 
 def solve_qp(G, delta, C, *, mask=None, max_iter: int = 100) -> QPResult:
@@ -674,11 +698,10 @@ def _run(state, F, bias2, pos, cp, cn, C, tol, max_iter, prune_after, *, cfg):
             row = jnp.where(live, jnp.matmul(U, h, precision=_HI), 0)
             G = st.G.at[slot, :].set(row).at[:, slot].set(row)
             delta = st.delta.at[slot].set(loss)
-            qp = _qp(G, delta, C, live, cfg.qp_max_iter)
+            qp, active = _qp(G, delta, C, live, cfg.qp_max_iter)
             # Adding a violated plane raises the QP value unless the QP lost its precision.
             gain = qp.dual - st.dual
             stall = jnp.where(gain <= 10 * eps * jnp.abs(qp.dual), st.stall + 1, 0)
-            active = qp.alpha > 1e4 * eps * C
             idle = jnp.where(active | ~live, 0, st.idle + 1)
             drop = live & (idle >= prune_after) & (ids != 0) & (ids != slot)
             live = live & ~drop

@@ -326,7 +326,22 @@ def test_qp_matches_enumeration_and_scipy(K):
         g = G @ alpha - delta
         tol = 1e-10 * (1 + np.abs(G).max() * C)
         assert np.max(g[alpha > 0]) - g.min() < tol
-        assert bool(r.converged)
+        assert bool(r.converged) and bool(r.polished)
+
+
+def test_qp_degenerate_duplicate_planes():
+    """Duplicated planes make α non-unique; the value and w are still exact."""
+    rng = np.random.default_rng(13)
+    A, _, delta = qp_problem(rng, 5, 3, zero_plane=True)
+    A = np.c_[A, A[:, 2], A[:, 2], A[:, 4]]
+    delta = np.r_[delta, delta[2], delta[2], delta[4]]
+    G = A.T @ A
+    for C in (0.3, 3.0):
+        r = dp.solve_qp(G, delta, C)
+        ref_alpha, ref_value = qp_by_supports(G, delta, C)
+        assert abs(float(r.dual) - ref_value) < 1e-10 * (1 + abs(ref_value))
+        w_ref = A @ ref_alpha
+        assert np.max(np.abs(A @ np.asarray(r.alpha) - w_ref)) < 1e-9 * (1 + np.abs(w_ref).max())
 
 
 def test_qp_mask_equals_subproblem():
