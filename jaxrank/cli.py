@@ -60,6 +60,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -543,6 +544,82 @@ def _read_like(path, args, train, *, require_labels: bool):
     return t
 
 
+class _Selection(NamedTuple):
+    model: object  # the scalar-λ model kept
+    best: int  # its index in the grid
+    score: np.ndarray  # (L,) validation AUC per λ (mean over folds with CV)
+    score_se: np.ndarray  # (L,) standard error over folds, NaN otherwise
+    selection: str  # "cv", "validation", "holdout" or "fixed"
+    what: str | None  # how λ was scored, for the report
+
+
+def _select_cv(X, pos, grid, k: int, key, fit_one, bar_of) -> _Selection:
+    """Stratified k-fold CV AUC, then a refit at the best λ.
+
+    :func:`jaxrank.select_lambda`'s protocol step by step (the same keys, folds and fits), so
+    that each fold can report progress; the tests check the table and the model against it.
+    """
+    import jax
+
+    from jaxrank import metrics
+    from jaxrank.select import stratified_folds
+
+    fold_key, fit_key = jax.random.split(key)
+    fold = stratified_folds(pos, k, key=fold_key)
+    keys = jax.random.split(fit_key, k + 1)
+    bar = bar_of(k + 1)
+    cv = np.empty((k, grid.size))
+    for f in range(k):
+        train = fold != f
+        bar.start(f"fold {f + 1}/{k}: fitting {grid.size} λ")
+        held = fit_one(X[train], pos[train], grid, keys[f]).decision_function(X[~train])
+        cv[f] = np.asarray(metrics.auc(pos[~train], held), dtype=np.float64)
+        bar.finish(f"fold {f + 1}/{k}: {grid.size} λ, held-out AUC up to {cv[f].max():.4f}")
+    score = cv.mean(axis=0)
+    best = _best_index(score, grid)
+    what = f"refit on all {pos.size} rows at λ = {_fmt_lam(grid[best])}"
+    bar.start(what)
+    model = fit_one(X, pos, grid[best], keys[k])
+    bar.finish(what)
+    se = cv.std(axis=0, ddof=1) / math.sqrt(k)
+    return _Selection(model, best, score, se, "cv", f"{k}-fold stratified CV AUC")
+
+
+def _select_validation(X, pos, Xv, pos_v, grid, key, fit_one, bar) -> _Selection:
+    """The grid fitted on ``X``, λ by AUC on ``Xv`` (seed 000 Sec. 6.1); no refit."""
+    from jaxrank import metrics
+
+    bar.start(f"fitting {grid.size} λ on {pos.size} rows")
+    grid_model = fit_one(X, pos, grid, key)
+    score = np.atleast_1d(np.asarray(metrics.auc(pos_v, grid_model.decision_function(Xv)),
+                                     dtype=np.float64))  # fmt: skip
+    best = _best_index(score, grid)
+    model = grid_model if grid.size == 1 else grid_model.select(best)
+    bar.finish(f"{grid.size} λ fitted, validation AUC up to {score.max():.4f}")
+    return _Selection(model, best, score, np.full(grid.size, np.nan), "validation", None)
+
+
+def _select_holdout(X, pos, grid, frac: float, key, fit_one, bar) -> _Selection:
+    """λ by AUC on a stratified hold-out of ``frac`` of each class, then a refit on all rows."""
+    import jax
+
+    from jaxrank import metrics
+
+    split_key, fit_key, refit_key = jax.random.split(key, 3)
+    val = _holdout(pos, frac, split_key)
+    bar.start(f"fitting {grid.size} λ on {int((~val).sum())} rows")
+    held = fit_one(X[~val], pos[~val], grid, fit_key).decision_function(X[val])
+    score = np.atleast_1d(np.asarray(metrics.auc(pos[val], held), dtype=np.float64))
+    bar.finish(f"{grid.size} λ fitted, hold-out AUC up to {score.max():.4f}")
+    best = _best_index(score, grid)
+    what = f"refit on all {pos.size} rows at λ = {_fmt_lam(grid[best])}"
+    bar.start(what)
+    model = fit_one(X, pos, grid[best], refit_key)
+    bar.finish(what)
+    what = f"AUC on a stratified hold-out of {int(val.sum())} rows ({frac:.0%})"
+    return _Selection(model, best, score, np.full(grid.size, np.nan), "holdout", what)
+
+
 def _cmd_fit(args) -> int:
     import jax
 
@@ -551,6 +628,7 @@ def _cmd_fit(args) -> int:
         jax.config.update("jax_enable_x64", True)
     import jaxrank
     from jaxrank import _io_data, kernels, metrics
+    from jaxrank.solver import Status
 
     out = sys.stdout
     if args.cv is not None and (args.validation is not None or args.val_frac is not None):
@@ -622,34 +700,9 @@ def _cmd_fit(args) -> int:
         file=out,
     )
     key = jax.random.key(args.seed)
-    prog = lambda n: _Progress(n, enabled=not args.quiet)
-    score = np.full(grid.size, np.nan)
-    score_se = np.full(grid.size, np.nan)
+    bar_of = lambda n: _Progress(n, enabled=not args.quiet)
     if args.cv is not None:
-        from jaxrank.select import stratified_folds
-
-        # select_lambda's protocol step by step (same keys, folds and fits) so that each fold
-        # can report progress; tests check the table and model equal select_lambda's.
-        k = args.cv
-        fold_key, fit_key = jax.random.split(key)
-        fold = stratified_folds(pos, k, key=fold_key)
-        keys = jax.random.split(fit_key, k + 1)
-        bar = prog(k + 1)
-        cv = np.empty((k, grid.size))
-        for f in range(k):
-            train = fold != f
-            bar.start(f"fold {f + 1}/{k}: fitting {grid.size} λ")
-            fold_model = fit_one(Xs[train], pos[train], grid, keys[f])
-            held = fold_model.decision_function(Xs[~train])
-            cv[f] = np.asarray(metrics.auc(pos[~train], held), dtype=np.float64)
-            bar.finish(f"fold {f + 1}/{k}: {grid.size} λ, held-out AUC up to {cv[f].max():.4f}")
-        score = cv.mean(axis=0)
-        score_se = cv.std(axis=0, ddof=1) / math.sqrt(k)
-        best = _best_index(score, grid)
-        bar.start(f"refit on all {m} rows at λ = {_fmt_lam(grid[best])}")
-        model = fit_one(Xs, pos, grid[best], keys[k])
-        bar.finish(f"refit on all {m} rows at λ = {_fmt_lam(grid[best])}")
-        selection, what = "cv", f"{k}-fold stratified CV AUC"
+        sel = _select_cv(Xs, pos, grid, args.cv, key, fit_one, bar_of)
     elif args.validation is not None:
         vt = _read_like(args.validation, args, table, require_labels=True)
         keys_v = _label_keys(vt.y)
@@ -661,37 +714,19 @@ def _cmd_fit(args) -> int:
         pos_v = keys_v == positive
         if pos_v.all() or not pos_v.any():
             raise ValueError(f"{args.validation} needs rows of both classes to score λ.")
-        bar = prog(1)
-        bar.start(f"fitting {grid.size} λ on {m} rows")
-        grid_model = fit_one(Xs, pos, grid, key)
         Xv = (vt.X - mean) / scale
-        score = np.atleast_1d(np.asarray(metrics.auc(pos_v, grid_model.decision_function(Xv)),
-                                         dtype=np.float64))  # fmt: skip
-        best = _best_index(score, grid)
-        model = grid_model if grid.size == 1 else grid_model.select(best)
-        bar.finish(f"{grid.size} λ fitted, validation AUC up to {score.max():.4f}")
-        selection, what = "validation", f"AUC on {args.validation}"
-    elif grid.size > 1:
-        split_key, fit_key, refit_key = jax.random.split(key, 3)
-        val = _holdout(pos, val_frac, split_key)
-        bar = prog(2)
-        bar.start(f"fitting {grid.size} λ on {int((~val).sum())} rows")
-        grid_model = fit_one(Xs[~val], pos[~val], grid, fit_key)
-        held = grid_model.decision_function(Xs[val])
-        score = np.asarray(metrics.auc(pos[val], held), dtype=np.float64)
-        bar.finish(f"{grid.size} λ fitted, hold-out AUC up to {score.max():.4f}")
-        best = _best_index(score, grid)
-        bar.start(f"refit on all {m} rows at λ = {_fmt_lam(grid[best])}")
-        model = fit_one(Xs, pos, grid[best], refit_key)
-        bar.finish(f"refit on all {m} rows at λ = {_fmt_lam(grid[best])}")
-        selection = "holdout"
-        what = f"AUC on a stratified hold-out of {int(val.sum())} rows ({val_frac:.0%})"
+        sel = _select_validation(Xs, pos, Xv, pos_v, grid, key, fit_one, bar_of(1))
+        sel = sel._replace(what=f"AUC on {args.validation}")
+    elif grid.size > 1 or args.val_frac is not None:
+        sel = _select_holdout(Xs, pos, grid, val_frac, key, fit_one, bar_of(2))
     else:
-        bar = prog(1)
+        bar = bar_of(1)
         bar.start(f"fitting λ = {_fmt_lam(grid[0])} on {m} rows")
         model = fit_one(Xs, pos, grid[0], key)
         bar.finish(f"fitted λ = {_fmt_lam(grid[0])} on {m} rows")
-        best, selection, what = 0, "fixed", None
+        nan = np.full(1, np.nan)
+        sel = _Selection(model, 0, nan, nan, "fixed", None)
+    model, best, score, score_se, selection, what = sel
 
     if what is not None:
         print(f"λ by {what} over {grid.size} value(s):", file=out)
@@ -708,8 +743,6 @@ def _cmd_fit(args) -> int:
         kdesc = f"poly degree {model.kernel.degree}"
     info = model.info
     train_auc = float(metrics.auc(pos, model.decision_function(Xs)))
-    from jaxrank.solver import Status
-
     print(
         f"model: {names[args.basis]} ({model.n_basis} basis rows), {kdesc} kernel, "
         f"λ = {_fmt_lam(float(model.lam))}, {args.dtype}; solver "
