@@ -140,8 +140,10 @@ _MEASURES = ("am", "qm")
 _FEATURE_MAPS = ("sum", "balanced")
 # Entries of the (n+ + 1) x (n- + 1) QM search table evaluated per block.
 _QM_BLOCK = 2**20
-# Smallest working-set buffer; buffers are powers of two (one compilation per size).
-_MIN_PLANES = 16
+# Working-set buffers are powers of two of at least _MIN_PLANES slots (one compilation of the
+# loop per size); a fit starts with _INITIAL_PLANES slots.
+_MIN_PLANES = 64
+_INITIAL_PLANES = 64
 
 
 # --------------------------------------------------------------------------------------------
@@ -713,12 +715,7 @@ def _run(state, F, bias2, pos, cp, cn, C, tol, max_iter, prune_after, *, cfg):
             ).astype(jnp.int32)
             n_live = jnp.sum(live, dtype=jnp.int32)
             # Shrink well below the size that _buffer_size would pick, so sizes do not bounce.
-            if Kb <= _MIN_PLANES:
-                shrink = jnp.zeros((), bool)
-            elif Kb <= 4 * _MIN_PLANES:
-                shrink = 4 * n_live <= _MIN_PLANES
-            else:
-                shrink = 8 * n_live <= Kb
+            shrink = (8 * n_live <= Kb) & (Kb > _MIN_PLANES)
             return st._replace(
                 U=jnp.where(live[:, None], U, 0),
                 G=jnp.where(keep, G, 0),
@@ -784,12 +781,8 @@ def _resized(st: _State, Kb: int) -> _State:
 
 
 def _buffer_size(n_live: int) -> int:
-    """Slots for ``n_live`` planes: 16, 64, then powers of two, at least ``2 n_live``.
-
-    Each size compiles the loop once; skipping 32 saves a compilation in typical fits.
-    """
-    size = 1 << math.ceil(math.log2(2 * max(n_live, 1)))
-    return _MIN_PLANES if size <= _MIN_PLANES else max(size, 4 * _MIN_PLANES)
+    """Slots for ``n_live`` planes: a power of two, at least ``2 n_live`` and ``_MIN_PLANES``."""
+    return max(_MIN_PLANES, 1 << math.ceil(math.log2(2 * max(n_live, 1))))
 
 
 # --------------------------------------------------------------------------------------------
@@ -977,7 +970,7 @@ def fit_dopmid(
         jnp.asarray(max_iter, jnp.int32),
         jnp.asarray(prune, jnp.int32),
     )
-    state = _initial_state(n, _MIN_PLANES, C, dt)
+    state = _initial_state(n, _INITIAL_PLANES, C, dt)
     while True:
         state = _run(state, *args, cfg=cfg)
         if int(state.status) != Status.RUNNING:

@@ -429,8 +429,9 @@ def test_fit_am_equals_row_separable_svm(feature_map, C, bias):
     assert best - 1e-8 * (1 + best) <= primal <= best + C * tol + 1e-8 * (1 + best)
 
 
-def test_fit_many_planes_growth_and_pruning():
-    """A fit that outgrows the first buffer, with aggressive pruning, still stops correctly."""
+def test_fit_many_planes_growth_and_pruning(monkeypatch):
+    """A fit that outgrows its first buffer, with aggressive pruning, still stops correctly."""
+    monkeypatch.setattr(dp, "_INITIAL_PLANES", 16)  # grow after 15 planes (16 -> 64 slots)
     X, y, pos = data(60, 3, seed=6, n_pos=12)
     tol = 1e-4
     for prune_after in (None, 1):
@@ -470,7 +471,7 @@ def test_changing_C_tol_max_iter_does_not_recompile():
     dp.fit_dopmid(X, y, 1e-3, measure="am")
     before = dp._run._cache_size()
     m = dp.fit_dopmid(X, y, 2e-3, measure="am", tol=2e-3, max_iter=500)
-    assert int(m.info.iterations) < 16
+    assert int(m.info.iterations) < 32  # one buffer size
     assert dp._run._cache_size() == before
 
 
