@@ -384,9 +384,12 @@ def _factor_moments(X, const, rho, key, k, r, power_iters):
     gram = lambda V: jnp.matmul(Xs.T, jnp.matmul(Xs, V, precision=_HI), precision=_HI)
     Q, _ = jnp.linalg.qr(gram(jax.random.normal(key, (d, r), dt)))
     Q = jax.lax.fori_loop(0, power_iters, lambda _, Q: jnp.linalg.qr(gram(Q))[0], Q)
-    # Rayleigh-Ritz on span(Q): the SVD of the m− × r matrix X̃Q.
-    _, s, Vt = jnp.linalg.svd(jnp.matmul(Xs, Q, precision=_HI), full_matrices=False)
-    V = jnp.matmul(Q, Vt.T, precision=_HI)
+    # Rayleigh-Ritz on span(Q): the eigenpairs of the r × r matrix QᵀX̃ᵀX̃Q (the squared
+    # singular values and right singular vectors of X̃Q, without an SVD of the m− × r matrix).
+    lam, W = jnp.linalg.eigh(jnp.matmul(Q.T, gram(Q), precision=_HI))
+    lam, W = lam[::-1], W[:, ::-1]
+    s = jnp.sqrt(jnp.maximum(lam, 0))
+    V = jnp.matmul(Q, W, precision=_HI)
     root_n = jnp.sqrt(jnp.asarray(n, dt))
     F = sd[:, None] * V[:, :k] * (s[:k] / root_n)
     s_next = s[k] if k < r else jnp.zeros((), dt)
@@ -435,14 +438,105 @@ class _IPM(NamedTuple):
     status: jax.Array
 
 
-def _certificate(H, gamma):
+class _DenseGram(NamedTuple):
+    """``H = cQ`` held as the ``m × m`` matrix (any kernel)."""
+
+    Q: jax.Array
+    c: jax.Array
+
+    def hv(self, g):
+        return self.c * jnp.matmul(self.Q, g, precision=_HI)
+
+    def factor(self, d):
+        # A jitter relative to H keeps the factorisation finite when H is rank-deficient and
+        # the barrier terms of free variables have shrunk below rounding; it only perturbs the
+        # Newton direction, the iterate stays interior and the certificate is exact.
+        jitter = jnp.finfo(d.dtype).eps * self.c * jnp.max(jnp.abs(jnp.diag(self.Q)))
+        return jnp.linalg.cholesky(self.c * self.Q + jnp.diag(d + jitter))
+
+    def solve(self, L, r):
+        return jax.scipy.linalg.cho_solve((L, True), r)
+
+    def polish(self, gamma, free, at1):
+        """``H_FF γ_F = 1 − H_{F,A1} 1`` by Cholesky (jitter at rounding level) and two steps of
+        iterative refinement against the unjittered matrix: when ``H_FF`` is singular (more
+        free positives than the rank of ``Q``) that is a solution of the consistent system near
+        the least-norm one; all solutions have the same margins."""
+        dt = gamma.dtype
+        H = self.c * self.Q
+        fixed = jnp.where(at1, 1, 0).astype(dt)
+        keep = free[:, None] & free[None, :]
+        jitter = jnp.finfo(dt).eps * jnp.max(jnp.abs(jnp.diag(H)))
+        Hff = jnp.where(keep, H, 0) + jnp.diag(jnp.where(free, 0, 1).astype(dt))
+        L = jnp.linalg.cholesky(Hff + jnp.diag(jnp.where(free, jitter, 0).astype(dt)))
+        rhs = jnp.where(free, 1 - jnp.matmul(H, fixed, precision=_HI), fixed)
+        sol = jax.scipy.linalg.cho_solve((L, True), rhs)
+        for _ in range(2):
+            res = rhs - jnp.matmul(Hff, sol, precision=_HI)
+            sol = sol + jax.scipy.linalg.cho_solve((L, True), res)
+        return jnp.where(free, sol, fixed)
+
+
+class _LowRankGram(NamedTuple):
+    """``H = cZZᵀ`` held as its ``m × k`` factor (linear kernel, ``k = d < m``): every product
+    and Newton solve costs O(m k²) instead of O(m³)."""
+
+    Z: jax.Array
+    c: jax.Array
+
+    def hv(self, g):
+        return self.c * jnp.matmul(self.Z, jnp.matmul(g, self.Z, precision=_HI), precision=_HI)
+
+    def factor(self, d):
+        # Woodbury: (D + cZZᵀ)⁻¹ = D⁻¹ − D⁻¹Z(I/c + ZᵀD⁻¹Z)⁻¹ZᵀD⁻¹, a k × k Cholesky (the
+        # "normal equations" of LP interior-point methods).
+        k = self.Z.shape[1]
+        dinv = 1 / d
+        M = jnp.eye(k, dtype=d.dtype) / self.c + jnp.matmul(
+            self.Z.T, dinv[:, None] * self.Z, precision=_HI
+        )
+        return d, dinv, jnp.linalg.cholesky(M)
+
+    def solve(self, fac, r):
+        d, dinv, L = fac
+
+        def base(r):
+            y = jax.scipy.linalg.cho_solve((L, True), jnp.matmul(dinv * r, self.Z, precision=_HI))
+            return dinv * (r - jnp.matmul(self.Z, y, precision=_HI))
+
+        # one step of iterative refinement: the Woodbury difference cancels for free
+        # variables (large D⁻¹) near the end
+        x = base(r)
+        return x + base(r - self.hv(x) - d * x)
+
+    def polish(self, gamma, free, at1):
+        """In the whitened primal: ``ŵ = ½Ẑᵀβ = cZᵀγ`` must give margins ``Z_F ŵ = 1`` on the
+        free set, with ``ŵ − ŵ₀ = cZ_Fᵀγ_F`` in the row space of ``Z_F`` (``ŵ₀`` from the
+        upper-bound positives). Both least-norm solutions go through the pseudo-inverse of the
+        ``k × k`` matrix ``G = Z_FᵀZ_F`` (an eigendecomposition; ``Z_F`` may be rank-deficient):
+        ``ŵ − ŵ₀ = G⁺Z_Fᵀb`` and ``γ_F = Z_F G⁺ (ŵ − ŵ₀)/c``."""
+        dt = gamma.dtype
+        fixed = jnp.where(at1, 1, 0).astype(dt)
+        Zf = jnp.where(free[:, None], self.Z, 0)
+        lam, V = jnp.linalg.eigh(jnp.matmul(Zf.T, Zf, precision=_HI))
+        keep = lam > jnp.finfo(dt).eps * Zf.shape[1] * jnp.max(lam)
+        inv = jnp.where(keep, 1 / jnp.where(keep, lam, 1), 0)
+        pinv = lambda v: jnp.matmul(V, inv * jnp.matmul(v, V, precision=_HI), precision=_HI)
+        w0 = self.c * jnp.matmul(fixed, self.Z, precision=_HI)
+        rhs = jnp.where(free, 1 - jnp.matmul(self.Z, w0, precision=_HI), 0)
+        dw = pinv(jnp.matmul(rhs, Zf, precision=_HI))
+        gf = jnp.matmul(Zf, pinv(dw), precision=_HI) / self.c
+        return jnp.where(free, gf, fixed)
+
+
+def _certificate(op, gamma):
     """``(P/C, D/C, gap/C)`` at ``β = Cγ``, γ clipped into the box (so β is dual feasible).
 
     With ``f = Hγ = ½Qβ`` the margins, ``‖ŵ‖² = ½βᵀf`` and the gap is a sum of non-negative
     terms ``β_i(f_i − 1) + C·max(0, 1 − f_i)`` (no cancellation between P and D).
     """
     gamma = jnp.clip(gamma, 0, 1)
-    f = jnp.matmul(H, gamma, precision=_HI)
+    f = op.hv(gamma)
     slack = jnp.maximum(1 - f, 0)
     half_norm = 0.5 * jnp.vdot(gamma, f)
     primal = half_norm + jnp.sum(slack)
@@ -459,28 +553,27 @@ def _max_step(xs, dxs):
     return jnp.min(jnp.stack([one(x, dx) for x, dx in zip(xs, dxs, strict=True)]))
 
 
-def _ipm_solve(H, tol, max_iter: int):
+def _ipm_solve(op, m: int, tol, max_iter: int):
     """min_γ ½γᵀHγ − 1ᵀγ over 0 ≤ γ ≤ 1: Mehrotra predictor-corrector (Nocedal & Wright §16.6).
 
     Variables ``γ, t = 1 − γ`` and multipliers ``z, s ≥ 0``; KKT ``Hγ − 1 − z + s = 0``,
-    ``γ + t = 1``, ``γz = ts = μ → 0``. Each step solves one ``m × m`` system
-    ``(H + diag(z/γ + s/t)) Δγ = r`` by Cholesky. Stops when the certified relative duality
-    gap (:func:`_certificate`) is at most ``tol``.
+    ``γ + t = 1``, ``γz = ts = μ → 0``. Each step solves one system
+    ``(H + diag(z/γ + s/t)) Δγ = r`` (``op.factor`` / ``op.solve``: dense Cholesky, or
+    Woodbury for a low-rank ``H``). Stops when the certified relative duality gap
+    (:func:`_certificate`) is at most ``tol``, or when it has not improved for 10 iterations.
     """
-    m = H.shape[0]
-    dt = H.dtype
+    dt = op.c.dtype
     one = jnp.ones((m,), dt)
     tiny = jnp.asarray(jnp.finfo(dt).tiny, dt)
-    jitter = jnp.finfo(dt).eps * jnp.maximum(jnp.max(jnp.diag(H)), tiny)
 
     def rel_gap(gamma):
-        P, _, gap = _certificate(H, gamma)
+        P, _, gap = _certificate(op, gamma)
         return gap / jnp.maximum(P, tiny)
 
-    def direction(L, st, r_d, r_p, r_l, r_u):
+    def direction(fac, st, r_d, r_p, r_l, r_u):
         g, t, z, s = st.g, st.t, st.z, st.s
         rhs = -r_d + r_l / g - (r_u + s * r_p) / t
-        dg = jax.scipy.linalg.cho_solve((L, True), rhs)
+        dg = op.solve(fac, rhs)
         dz = (r_l - z * dg) / g
         dtt = -r_p - dg
         ds = (r_u - s * dtt) / t
@@ -488,23 +581,19 @@ def _ipm_solve(H, tol, max_iter: int):
 
     def body(st: _IPM) -> _IPM:
         g, t, z, s = st.g, st.t, st.z, st.s
-        r_d = jnp.matmul(H, g, precision=_HI) - one - z + s
+        r_d = op.hv(g) - one - z + s
         r_p = g + t - one
         mu = (jnp.vdot(g, z) + jnp.vdot(t, s)) / (2 * m)
-        # A jitter relative to H keeps the factorisation finite when H is rank-deficient and
-        # the barrier terms of free variables have shrunk below rounding; it only perturbs the
-        # Newton direction, the iterate stays interior and the certificate is exact.
-        M = H + jnp.diag(z / g + s / t + jitter)
-        L = jnp.linalg.cholesky(M)
+        fac = op.factor(z / g + s / t)
         # predictor (affine scaling)
-        a = direction(L, st, r_d, r_p, -g * z, -t * s)
+        a = direction(fac, st, r_d, r_p, -g * z, -t * s)
         alpha = jnp.minimum(1.0, _max_step((g, t, z, s), a))
         moved = [x + alpha * dx for x, dx in zip((g, t, z, s), a, strict=True)]
         mu_aff = (jnp.vdot(moved[0], moved[2]) + jnp.vdot(moved[1], moved[3])) / (2 * m)
         sigma = (mu_aff / mu) ** 3
         # corrector with centring
         c = direction(
-            L, st, r_d, r_p, sigma * mu - g * z - a[0] * a[2], sigma * mu - t * s - a[1] * a[3]
+            fac, st, r_d, r_p, sigma * mu - g * z - a[0] * a[2], sigma * mu - t * s - a[1] * a[3]
         )
         step = _max_step((g, t, z, s), c)
         alpha = jnp.minimum(1.0, 0.995 * step).astype(dt)
@@ -532,48 +621,37 @@ def _ipm_solve(H, tol, max_iter: int):
     return st
 
 
-def _polish(H, gamma):
+def _polish(op, gamma):
     """Active-set refinement: fix the bounds the IPM found, solve the free block exactly.
 
-    With ``A0 = {γ ≈ 0}``, ``A1 = {γ ≈ 1}`` and ``F`` the rest, the KKT system is
-    ``H_FF γ_F = 1 − H_{F,A1} 1``, solved by Cholesky with a jitter at rounding level and two
-    steps of iterative refinement against the unjittered matrix: when ``H_FF`` is singular
-    (more free positives than the rank of ``Q``) that gives a solution of the consistent
-    system near the least-norm one; all solutions have the same margins. The caller keeps the
-    result only if it is feasible and its certified gap is smaller.
+    With ``A0 = {γ ≈ 0}``, ``A1 = {γ ≈ 1}`` and ``F`` the rest, the KKT conditions on ``F``
+    are ``(Hγ)_F = 1``; ``op.polish`` solves them. The caller keeps the result only if it is
+    feasible and its certified gap is smaller.
     """
-    dt = H.dtype
+    dt = gamma.dtype
     thresh = jnp.asarray(1e3, dt) * jnp.finfo(dt).eps ** 0.5
     at1 = gamma >= 1 - thresh
     free = ~((gamma <= thresh) | at1)
-    fixed = jnp.where(at1, 1, 0).astype(dt)
-    keep = free[:, None] & free[None, :]
-    jitter = jnp.finfo(dt).eps * jnp.max(jnp.abs(jnp.diag(H)))
-    Hff = jnp.where(keep, H, 0) + jnp.diag(jnp.where(free, 0, 1).astype(dt))
-    L = jnp.linalg.cholesky(Hff + jnp.diag(jnp.where(free, jitter, 0).astype(dt)))
-    rhs = jnp.where(free, 1 - jnp.matmul(H, fixed, precision=_HI), fixed)
-    sol = jax.scipy.linalg.cho_solve((L, True), rhs)
-    for _ in range(2):
-        res = rhs - jnp.matmul(Hff, sol, precision=_HI)
-        sol = sol + jax.scipy.linalg.cho_solve((L, True), res)
-    return jnp.where(free, sol, fixed)
+    return op.polish(gamma, free, at1)
 
 
-@functools.partial(jax.jit, static_argnames=("max_iter",))
-def _solve_dual_batch(Q, C, tol, *, max_iter):
-    """Solve (D) for every ``C`` of a 1-D batch (vmapped). Returns ``(β, info)``."""
+@functools.partial(jax.jit, static_argnames=("max_iter", "low_rank"))
+def _solve_dual_batch(A, C, tol, *, max_iter, low_rank=False):
+    """Solve (D) for every ``C`` of a 1-D batch (vmapped). ``A`` is the Gram matrix ``Q``, or
+    with ``low_rank`` a factor ``Z`` with ``Q = ZZᵀ``. Returns ``(β, info)``."""
+    m = A.shape[0]
 
     def single(c):
-        H = (0.5 * c) * Q  # γ = β/C: ½γᵀHγ − 1ᵀγ = −D(Cγ)/C
-        st = _ipm_solve(H, tol, max_iter)
+        # γ = β/C: ½γᵀHγ − 1ᵀγ = −D(Cγ)/C with H = (C/2)Q
+        op = (_LowRankGram if low_rank else _DenseGram)(A, 0.5 * c)
+        st = _ipm_solve(op, m, tol, max_iter)
         gamma = st.best
-        polished = _polish(H, gamma)
-        gap_p = _certificate(H, polished)
-        P_p = gap_p[0]
+        polished = _polish(op, gamma)
+        gap_p = _certificate(op, polished)
         ok = jnp.all(jnp.isfinite(polished)) & (jnp.min(polished) >= 0) & (jnp.max(polished) <= 1)
-        ok = ok & (gap_p[2] / jnp.maximum(P_p, jnp.finfo(H.dtype).tiny) < st.best_gap)
+        ok = ok & (gap_p[2] / jnp.maximum(gap_p[0], jnp.finfo(A.dtype).tiny) < st.best_gap)
         gamma = jnp.where(ok, polished, gamma)
-        P, D, gap = _certificate(H, gamma)
+        P, D, gap = _certificate(op, gamma)
         status = jnp.where(gap <= tol * P, Status.CONVERGED, st.status).astype(jnp.int32)
         info = MIBCInfo(
             objective=c * P, dual_objective=c * D, gap=c * gap, iterations=st.it, status=status
@@ -587,22 +665,28 @@ def _solve_dual_batch(Q, C, tol, *, max_iter):
     return jax.vmap(single)(C)
 
 
-def solve_dual(Q, C, *, tol: float | None = None, max_iter: int = 100):
+def solve_dual(Q, C, *, tol: float | None = None, max_iter: int = 100, low_rank: bool = False):
     """Solve MIBC's dual box QP (D): ``max 1ᵀβ − ¼βᵀQβ`` s.t. ``0 ≤ β ≤ C``.
 
     The dual of seed 002 eq. (10) (derived in the module notes). Solved in JAX by a primal-dual
-    interior-point method (Mehrotra predictor-corrector, one ``m × m`` Cholesky per iteration,
-    iterations are jit-compiled in a ``lax.while_loop``), followed by an active-set polish
-    that fixes the bounds the interior point identified and solves the free block exactly;
-    the polished point is kept when it is feasible and has a smaller duality gap. Convergence
-    is certified by the duality gap between the primal objective (eq. 10a) at
-    ``w = ½Σ⁻¹Zᵀβ`` and the dual objective at ``β``.
+    interior-point method (Mehrotra predictor-corrector, iterations jit-compiled in a
+    ``lax.while_loop``), followed by an active-set polish that fixes the bounds the interior
+    point identified and solves the free block exactly; the polished point is kept when it is
+    feasible and has a smaller duality gap. Convergence is certified by the duality gap between
+    the primal objective (eq. 10a) at ``w = ½Σ⁻¹Zᵀβ`` and the dual objective at ``β``.
+
+    Each iteration solves one Newton system: with a dense ``Q`` by an ``m × m`` Cholesky
+    (O(m³)); with ``low_rank=True`` (``Q = ZZᵀ`` given by its ``m × k`` factor ``Z``: the
+    linear kernel, ``Z`` the whitened positives) by the Woodbury identity and a ``k × k``
+    Cholesky (O(m k²)), the ``m × m`` matrix never formed.
 
     Args:
-      Q: ``(m, m)`` positive semidefinite Gram matrix of the whitened positives.
+      Q: ``(m, m)`` positive semidefinite Gram matrix of the whitened positives, or with
+        ``low_rank=True`` a factor ``(m, k)`` of it.
       C: ``C = 1/(ν m)``, a scalar or a 1-D batch (solved vmapped).
       tol: relative duality gap to stop at (default 1e-12 in float64, 1e-5 in float32).
       max_iter: cap on interior-point iterations (static).
+      low_rank: ``Q`` is the factor ``Z`` of ``ZZᵀ``.
 
     Returns:
       ``(β, info)``: ``β`` of shape ``(m,)`` (or ``(L, m)`` for a batch of ``C``) and a
@@ -615,11 +699,17 @@ def solve_dual(Q, C, *, tol: float | None = None, max_iter: int = 100):
       ([0.5, 0.5], 0)
     """
     Q = jnp.asarray(Q)
+    if Q.ndim != 2 or (not low_rank and Q.shape[0] != Q.shape[1]):
+        raise ValueError(
+            f"Q must be a square Gram matrix (or a factor with low_rank=True), got shape {Q.shape}."
+        )
     dt = Q.dtype
     scalar = jnp.ndim(C) == 0
     Cb = jnp.atleast_1d(jnp.asarray(C, dt))
     tol = _default_tol(dt) if tol is None else check_positive(tol, "tol")
-    beta, info = _solve_dual_batch(Q, Cb, jnp.asarray(tol, dt), max_iter=int(max_iter))
+    beta, info = _solve_dual_batch(
+        Q, Cb, jnp.asarray(tol, dt), max_iter=int(max_iter), low_rank=bool(low_rank)
+    )
     if scalar:
         return beta[0], jax.tree.map(lambda a: a[0], info)
     return beta, info
@@ -821,14 +911,16 @@ def _resolve_mibc_kernel(kernel, Xh):
     return _kernels.resolve_kernel(kernel, np.asarray(Xh))
 
 
-@jax.jit
-def _fit_core(moments, kernel, P):
-    """Whitened positives ``X̂`` and their Gram matrix ``Q = k(X̂, X̂)`` (symmetrised).
+@functools.partial(jax.jit, static_argnames=("gram",))
+def _fit_core(moments, kernel, P, *, gram=True):
+    """Whitened positives ``X̂`` and (``gram``) their Gram matrix ``Q = k(X̂, X̂)``.
 
     Kept apart from the QP (:func:`_solve_dual_batch`, compiled once per ``m+``), so that a
     new covariance model or kernel recompiles only this small function.
     """
     Xh = moments.whiten(P)
+    if not gram:
+        return Xh, None
     Q = kernel(Xh, Xh)
     return Xh, 0.5 * (Q + Q.T)
 
@@ -836,9 +928,14 @@ def _fit_core(moments, kernel, P):
 @functools.partial(jax.jit, static_argnames=("linear",))
 def _finish(moments, Xh, Q, beta, *, linear):
     """``w`` (linear kernel), ``v = ¼βᵀQβ`` and the Remark 2 / Remark 3 bounds, per ν."""
-    v = 0.25 * jnp.einsum("li,ij,lj->l", beta, Q, beta, precision=_HI)
-    # w = ½ Σ_m⁻¹ Zᵀβ = ½ Tᵀ(T Zᵀβ) = ½ Tᵀ(X̂ᵀβ)
-    coef = 0.5 * moments._apply_Tt(jnp.matmul(beta, Xh, precision=_HI)) if linear else None
+    if linear:
+        # ŵ = ½X̂ᵀβ, v = ‖ŵ‖² (no m+ × m+ matrix); w = ½Σ_m⁻¹Zᵀβ = Tᵀ(TZᵀβ)/2 = Tᵀŵ
+        w_hat = 0.5 * jnp.matmul(beta, Xh, precision=_HI)
+        v = jnp.sum(w_hat * w_hat, axis=-1)
+        coef = moments._apply_Tt(w_hat)
+    else:
+        v = 0.25 * jnp.einsum("li,ij,lj->l", beta, Q, beta, precision=_HI)
+        coef = None
     bound = v / (1 + v)
     gauss = jax.scipy.special.ndtr(-1 / jnp.sqrt(v))  # 1 − Φ(1/√v)
     return coef, v, bound, gauss
@@ -856,6 +953,7 @@ def fit_mibc(
     key: jax.Array | None = None,
     power_iters: int = 4,
     oversample: int = 10,
+    qp: str = "auto",
     tol: float | None = None,
     max_iter: int = 100,
     dtype=None,
@@ -878,7 +976,8 @@ def fit_mibc(
     (Σ_m⁻¹x̄)ᵀ(x_i + x_j) + x̄ᵀΣ_m⁻¹x̄``).
 
     Cost: the moments O(m− d²) (full), O(m− d) (diag), O(m− d (k + p)) per subspace pass
-    (factor); the QP O(m+³) per interior-point iteration. No ``m− × m−`` matrix is formed.
+    (factor); the QP O(m+ d²) per interior-point iteration for the linear kernel when
+    ``d < m+``, else O(m+³) (``qp``). No ``m− × m−`` matrix is formed.
 
     Args:
       X: ``(m, d)`` training rows, taken as given (standardise first if you wish).
@@ -896,6 +995,10 @@ def fit_mibc(
         squared distance between the whitened positives.
       key: ``jax.random.key`` (needed by ``covariance="factor"``).
       power_iters, oversample: subspace iteration of the factor model.
+      qp: how the interior point solves its Newton systems (:func:`solve_dual`): ``"dense"``
+        (``m+ × m+`` Cholesky, O(m+³) per iteration, any kernel), ``"low_rank"`` (linear kernel
+        only: Woodbury on ``Q = X̂X̂ᵀ``, O(m+ d²), no ``m+ × m+`` matrix) or ``"auto"``
+        (``"low_rank"`` for the linear kernel when ``d < m+``, else ``"dense"``).
       tol: relative duality gap of the QP (default 1e-12 in float64, 1e-5 in float32).
       max_iter: cap on interior-point iterations.
       dtype: ``float32`` or ``float64`` (default as in :func:`jaxrank.fit`).
@@ -931,6 +1034,8 @@ def fit_mibc(
     power_iters = _check_int(power_iters, "power_iters", 0)
     oversample = _check_int(oversample, "oversample", 0)
     max_iter = _check_int(max_iter, "max_iter", 1)
+    if qp not in ("auto", "dense", "low_rank"):
+        raise ValueError(f"qp must be 'auto', 'dense' or 'low_rank', got {qp!r}.")
     dt = _choose_dtype(X, dtype)
     tol = _default_tol(dt) if tol is None else check_positive(tol, "tol")
     if kernel is not None and not isinstance(
@@ -947,9 +1052,14 @@ def fit_mibc(
     else:
         kern = _resolve_mibc_kernel(kernel, _whiten(moments, P))
     C = jnp.asarray(1.0 / (nus * n_pos), dt)
-    Xh, Q = _fit_core(moments, kern, P)
-    beta, info = _solve_dual_batch(Q, C, jnp.asarray(tol, dt), max_iter=max_iter)
     linear = isinstance(kern, _kernels.Linear)
+    if qp == "low_rank" and not linear:
+        raise ValueError("qp='low_rank' needs the linear kernel (Q = X̂X̂ᵀ); use qp='dense'.")
+    low_rank = qp == "low_rank" or (qp == "auto" and linear and X.shape[1] < n_pos)
+    Xh, Q = _fit_core(moments, kern, P, gram=not low_rank)
+    beta, info = _solve_dual_batch(
+        Xh if low_rank else Q, C, jnp.asarray(tol, dt), max_iter=max_iter, low_rank=low_rank
+    )
     coef, v, bound, gauss = _finish(moments, Xh, Q, beta, linear=linear)
     _warn_status(info, nus, tol)
     model = MIBCModel(

@@ -130,10 +130,11 @@ def oracle_linear(P, N, Sigma_m, nu, Xtest):
 # ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("qp", ["dense", "low_rank"])
 @pytest.mark.parametrize("nu", [0.02, 0.2, 0.6, 1.0])
-def test_dual_equals_brute_force(small, nu):
+def test_dual_equals_brute_force(small, nu, qp):
     X, y, P, N = small
-    model = fit_mibc(X, y, nu=nu)
+    model = fit_mibc(X, y, nu=nu, qp=qp)
     f_or, w_or, beta_or = oracle_linear(P, N, emp_cov(N), nu, X)
     np.testing.assert_allclose(model.dual_coef, beta_or, rtol=0, atol=1e-10 / (nu * 7))
     np.testing.assert_allclose(model.coef, w_or, rtol=1e-10, atol=1e-12)
@@ -179,10 +180,11 @@ DEGENERATE = np.array([
 ])  # fmt: skip
 
 
-def test_degenerate_dual_converges():
+@pytest.mark.parametrize("low_rank", [False, True])
+def test_degenerate_dual_converges(low_rank):
     A = DEGENERATE
     C = 1 / (0.02 * A.shape[0])
-    beta, info = solve_dual(jnp.asarray(A @ A.T), C)
+    beta, info = solve_dual(jnp.asarray(A if low_rank else A @ A.T), C, low_rank=low_rank)
     assert int(info.status) == jaxrank.Status.CONVERGED
     beta = np.asarray(beta)
     assert beta.min() >= 0 and beta.max() <= C
@@ -196,8 +198,9 @@ def test_degenerate_dual_converges():
     np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("qp", ["dense", "low_rank"])
 @pytest.mark.parametrize("nu", [0.05, 0.5])
-def test_primal_slsqp_rank_deficient(nu):
+def test_primal_slsqp_rank_deficient(nu, qp):
     """m+ = 7 > d = 4: Q is singular, β not unique; w and the objective are."""
     rng = np.random.default_rng(1)
     d = 4
@@ -206,7 +209,7 @@ def test_primal_slsqp_rank_deficient(nu):
     X = np.vstack([P, N])
     y = labels(7, 300)
     for rho in (0.0, 0.3):
-        model = fit_mibc(X, y, nu=nu, rho=rho)
+        model = fit_mibc(X, y, nu=nu, rho=rho, qp=qp)
         Sigma = emp_cov(N) + rho * np.eye(d)
         w, obj = primal_slsqp(P - N.mean(0), Sigma, 1 / (nu * 7))
         assert float(model.info.objective) == pytest.approx(obj, rel=1e-6)
@@ -214,6 +217,25 @@ def test_primal_slsqp_rank_deficient(nu):
         f = (X - N.mean(0)) @ w - 1
         np.testing.assert_allclose(model.decision_function(X), f, rtol=1e-5, atol=1e-6)
         assert float(model.info.gap) <= 1e-12 * float(model.info.objective)
+
+
+def test_low_rank_equals_dense_grid():
+    """m+ = 60 > d = 5: the Woodbury interior point (no m+ × m+ matrix) and the dense one agree
+    on a ν grid (β is not unique here; w, the objective and the margins are)."""
+    rng = np.random.default_rng(9)
+    d = 5
+    N = rng.normal(size=(400, d)) @ rng.normal(size=(d, d))
+    P = rng.normal(size=(60, d)) * 1.5 + 1.0
+    X, y = np.vstack([P, N]), labels(60, 400)
+    nus = [0.02, 0.3, 1.0]
+    lr = fit_mibc(X, y, nu=nus, rho=0.05)  # auto: low rank
+    de = fit_mibc(X, y, nu=nus, rho=0.05, qp="dense")
+    np.testing.assert_allclose(lr.coef, de.coef, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(lr.info.objective, de.info.objective, rtol=1e-11)
+    assert np.all(np.asarray(lr.info.gap) <= 1e-12 * np.asarray(lr.info.objective))
+    assert np.all(np.asarray(lr.info.status) == jaxrank.Status.CONVERGED)
+    with pytest.raises(ValueError, match="square"):
+        solve_dual(jnp.ones((4, 3)), 1.0)
 
 
 def test_robust_rho_equals_oracle(small):
@@ -551,6 +573,8 @@ def test_convergence_warning(small):
         (dict(nu=0.5, tol=0.0), "tol must be"),
         (dict(nu=0.5, max_iter=0), "max_iter"),
         (dict(nu=0.5, memory_budget=10), "full covariance"),
+        (dict(nu=0.5, qp="cvxopt"), "qp must be"),
+        (dict(nu=0.5, qp="low_rank", kernel="gaussian"), "needs the linear kernel"),
     ],
 )
 def test_bad_options(small, kwargs, match):
