@@ -1,0 +1,407 @@
+"""Scale benchmarks on whatever ``jax.devices()`` offers: GPU readiness (issue 6, item 4).
+
+The same three measurements on every platform, sized to it:
+
+1. **fit**: one λ = 2⁻⁸, ``jaxrank.fit`` end to end (first call with compilation, then the
+   median of ``--repeats``), Newton / CG iterations, status.
+2. **grid**: the 16-value λ grid 2^{-20,-18,…,10} in one ``jaxrank.fit(..., path="batch")``.
+3. **Hv vs streaming**: on the fit's kernel block (rows [positives; negatives; padding],
+   ``padded=True, multiple=product_block(m)``), the median of ``jnp.sum(K)`` (one read of the
+   block: the stream), ``K @ v``, ``g @ K`` (two-level ``rmatvec``), one Hessian-vector product
+   and one value+gradient at the fitted β. Achieved bandwidth: bytes(K)/t for the stream and
+   ``K @ v`` (one read), 2·bytes(K)/t for Hv (it reads K twice); as a fraction of the device's
+   nominal peak memory bandwidth where known (:data:`NOMINAL_PEAK`: NVIDIA H100/H200/A100 from
+   the vendor datasheets; anything else, CPUs included, is "unknown").
+
+Sizes: on CPU small (m = 2000, 10⁴; ``--quick``: 2000), so the script stays tested; on a GPU
+m = 10⁵, 10⁶, 4·10⁶ where the kernel block fits: a size runs only when the block plus the
+rows on the device fit in :func:`jaxrank.kernels.default_memory_budget` (80 % of the device
+allocator's limit), otherwise it is listed as skipped with the bytes it needs. Data as
+``bench/core.py``: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` standardised, ρ = 1 % below
+m = 10⁶ and 0.1 % from 10⁶ on (|R| = m+ = 1000 at 10⁶, 4000 at 4·10⁶), RankRC basis, Gaussian
+kernel with the paper's σ², float32, smoothed hinge ε = 0.5, tol 1e-6.
+
+Memory: ``device.memory_stats()`` (bytes in use, peak, limit) after each stage where the backend
+reports it (GPU/TPU; ``None`` on CPU), and the process's peak RSS. Each size runs in its own
+subprocess, so device peaks are per size; the parent process never initialises a backend (on a
+GPU it would take the memory the children need).
+
+Timings: medians over repeats after a warm-up; the CPU machines are shared and noisy, compare
+ratios within a run.
+
+Usage::
+
+    python bench/gpu.py                  # sizes for the platform found
+    python bench/gpu.py --quick          # m = 2000 on CPU (CI smoke test); 10⁵ on a GPU
+    python bench/gpu.py --sizes 1000000 --repeats 5
+
+Writes ``bench/out/gpu.json`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import _common as C
+import numpy as np
+
+DTYPE = "float32"
+D = 40
+T_OVERLAP = 0.75
+SEED = 0
+EPS = 0.5
+LAM = 2.0**-8
+LAM_GRID = 2.0 ** np.arange(-20, 11, 2)
+CPU_SIZES = (2_000, 10_000)
+CPU_QUICK = (2_000,)
+GPU_SIZES = (100_000, 1_000_000, 4_000_000)
+GPU_QUICK = (100_000,)
+
+# Nominal peak memory bandwidth (bytes/s) by device kind, first match wins; vendor datasheets.
+# Matched case-insensitively on substrings of ``device.device_kind``.
+NOMINAL_PEAK = (
+    (("gh200",), None),  # HBM3 (4.0 TB/s) or HBM3e (4.9 TB/s): not told apart by the name
+    (("h200",), 4.8e12),  # H200 SXM / NVL, HBM3e
+    (("h100", "nvl"), 3.9e12),
+    (("h100", "pcie"), 2.0e12),  # H100 PCIe 80 GB, HBM2e
+    (("h100",), 3.35e12),  # H100 SXM5 80 GB, HBM3
+    (("a100", "40gb"), 1.555e12),  # A100 40 GB (SXM4 and PCIe)
+    (("a100", "pcie"), 1.935e12),  # A100 80 GB PCIe
+    (("a100",), 2.039e12),  # A100 80 GB SXM4
+)
+
+
+def nominal_peak(device_kind: str) -> float | None:
+    """Nominal peak memory bandwidth (bytes/s) of a device kind, ``None`` when unknown.
+
+    >>> nominal_peak("NVIDIA H100 80GB HBM3")
+    3350000000000.0
+    >>> nominal_peak("cpu") is None
+    True
+    """
+    kind = device_kind.lower()
+    for keys, peak in NOMINAL_PEAK:
+        if all(k in kind for k in keys):
+            return peak
+    return None
+
+
+def rho_for(m: int) -> float:
+    """ρ = 1 % below m = 10⁶, 0.1 % from 10⁶ on (as ``bench/core.py``)."""
+    return 0.01 if m < 1_000_000 else 0.001
+
+
+def plan(m: int, n_basis: int, budget: int) -> dict:
+    """Bytes a size needs on the device and whether it fits ``budget``.
+
+    The stored block (padded as the fit pads it), the rows twice (as given and reordered, both
+    on the device while the block is built) and ``K_RR`` with its preconditioner factor.
+    """
+    from jaxrank import kernels
+
+    item = np.dtype(DTYPE).itemsize
+    rows, n_chunks = kernels.chunk_rows(m, n_basis, item, kernels.product_block(m))
+    block = rows * n_chunks * n_basis * item
+    need = block + 2 * m * D * item + 2 * n_basis * n_basis * item
+    return {"K_bytes": block, "need_bytes": need, "budget_bytes": budget, "fits": need <= budget}
+
+
+# ---------------------------------------------------------------------------- one size (child)
+
+
+def _memory(dev) -> dict | None:
+    """``device.memory_stats()`` (integer fields), ``None`` where not implemented (CPU)."""
+    try:
+        stats = dev.memory_stats()
+    except Exception:  # not implemented on every backend
+        return None
+    if not stats:
+        return None
+    return {k: int(v) for k, v in stats.items() if isinstance(v, int | np.integer)}
+
+
+def _timed_fit(fn, repeats: int, budget: float) -> tuple[object, dict]:
+    """First call (with compile), then the median of up to ``repeats`` more within ``budget`` s
+    (at least one); warnings recorded (as ``bench/core.py``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, first = C.time_first(fn)
+        n = max(1, min(repeats, int(budget // max(first, 1e-9))))
+        timing = C.time_median(fn, repeats=n, warmup=0)
+    msgs = sorted({str(w.message) for w in caught})
+    return out, {"first": first, **timing, "repeats": n, "warnings": msgs}
+
+
+def _info(model) -> dict:
+    import jaxrank
+
+    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
+    status = np.atleast_1d(np.asarray(model.info.status))
+    names = [jaxrank.Status(int(s)).name for s in status]
+    info["status"] = names if np.ndim(model.info.status) else names[0]
+    return info
+
+
+def run_size(m: int, repeats: int, budget_s: float) -> dict:
+    """Plan, fit, grid and Hv-vs-stream for one size, with memory after each stage."""
+    import jax
+    import jax.numpy as jnp
+    import roofline as RL
+
+    import jaxrank
+    from jaxrank import kernels
+    from jaxrank.losses import smoothed_hinge
+
+    t0 = time.perf_counter()
+    dev = jax.devices()[0]
+    rho = rho_for(m)
+    X, y = jaxrank.datasets.make_rare_class(m, rho, T_OVERLAP, d=D, seed=SEED)
+    X = ((X - X.mean(axis=0)) / X.std(axis=0)).astype(DTYPE)
+    pos = np.asarray(y) == 1
+    n_pos = int(pos.sum())
+    res = {"m": m, "rho": rho, "m_pos": n_pos, "d": D, "dtype": DTYPE}
+    res["plan"] = plan(m, n_pos, kernels.default_memory_budget(dev))
+    res["memory"] = {"start": _memory(dev)}
+    if not res["plan"]["fits"]:
+        res["skipped"] = (
+            f"needs {C.fmt_bytes(res['plan']['need_bytes'])} > memory budget "
+            f"{C.fmt_bytes(res['plan']['budget_bytes'])}"
+        )
+        return res
+
+    model, t = _timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats, budget_s)
+    res["fit"] = {"lam": LAM, "time": t, "info": _info(model)}
+    res["memory"]["after_fit"] = _memory(dev)
+    print(f"  m = {m}: fit ({time.perf_counter() - t0:.1f} s)", flush=True)
+    grid, t = _timed_fit(lambda: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE), repeats, budget_s)
+    info = _info(grid)
+    res["grid"] = {
+        "lams": LAM_GRID.tolist(),
+        "path": "batch",
+        "time": t,
+        "info": info,
+        "grid/fit": t["median"] / res["fit"]["time"]["median"],
+        "newton_max": int(np.max(info["iterations"])),
+    }
+    del grid
+    res["memory"]["after_grid"] = _memory(dev)
+    print(f"  m = {m}: grid ({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    Xo = jnp.asarray(X[order])
+    block = kernels.product_block(m)
+    K = kernels.kernel_block(model.kernel, Xo, model.basis, padded=True, multiple=block)
+    del Xo
+    blk = dict(
+        Krr=model.kernel(model.basis, model.basis), beta=model.coef, n_pos=n_pos,
+        n_neg=m - n_pos, block=block,
+        loss=jax.tree.map(lambda v: jnp.asarray(v, DTYPE), smoothed_hinge(EPS)),
+    )  # fmt: skip
+    tm = RL._timer(max(repeats, 5), 1.0)
+    stream = tm(lambda: RL._stream(K))
+    prod = RL.single_products(K, blk, tm)
+    nbytes = int(K.nbytes)
+    peak = nominal_peak(dev.device_kind)
+    bw = {
+        "stream": nbytes / stream,
+        "Kv": nbytes / prod["Kv"],
+        "gK": nbytes / prod["gK"],
+        "hvp": 2 * nbytes / prod["hvp"],
+        "value_grad": 2 * nbytes / prod["value_grad"],
+    }
+    res["products"] = {
+        "K_bytes": nbytes,
+        "stream": stream,
+        "stream_what": "jnp.sum(K)",
+        **prod,
+        "hvp/stream": prod["hvp"] / stream,
+        "hvp/(2*stream)": prod["hvp"] / (2 * stream),
+        "hvp/(Kv+gK)": prod["hvp"] / (prod["Kv"] + prod["gK"]),
+        "bandwidth_GBps": {k: v / 1e9 for k, v in bw.items()},
+        "nominal_peak_GBps": None if peak is None else peak / 1e9,
+        "peak_fraction": "unknown" if peak is None else {k: v / peak for k, v in bw.items()},
+    }
+    res["memory"]["after_products"] = _memory(dev)
+    res["memory"]["peak_rss_bytes"] = C.peak_rss_bytes()
+    res["seconds"] = time.perf_counter() - t0
+    print(f"  m = {m}: products ({res['seconds']:.1f} s)", flush=True)
+    return res
+
+
+def child_main(m: int, out: Path, repeats: int, budget_s: float) -> int:
+    import jax
+
+    dev = jax.devices()[0]
+    res = {"env": C.env_info(), "device": _device(dev)}
+    try:
+        res["result"] = run_size(m, repeats, budget_s)
+    except Exception as e:  # e.g. out of device memory: report it with the sizes that ran
+        res["result"] = {"m": m, "error": f"{type(e).__name__}: {e}"}
+    C.write_json(out, res)
+    return 0
+
+
+def _device(dev) -> dict:
+    from jaxrank import kernels
+
+    peak = nominal_peak(dev.device_kind)
+    return {
+        "platform": dev.platform,
+        "device_kind": dev.device_kind,
+        "memory_stats": _memory(dev),
+        "memory_budget_bytes": kernels.default_memory_budget(dev),
+        "nominal_peak_GBps": "unknown" if peak is None else peak / 1e9,
+    }
+
+
+# ---------------------------------------------------------------------------- parent
+
+
+def _probe() -> dict:
+    """Platform and device of a fresh interpreter (the parent initialises no backend)."""
+    code = (
+        "import json, jax; d = jax.devices()[0]; "
+        "print(json.dumps({'platform': d.platform, 'device_kind': d.device_kind}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_children(sizes: list[int], args) -> tuple[list[dict], dict | None, dict | None]:
+    results, env, device = [], None, None
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in sizes:
+            out = Path(tmp) / f"{m}.json"
+            cmd = [sys.executable, __file__, "--child", str(m), "--child-out", str(out)]
+            cmd += ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
+            code = subprocess.run(cmd).returncode
+            if code != 0 or not out.exists():
+                results.append({"m": m, "error": f"subprocess exited with code {code}"})
+                continue
+            child = json.loads(out.read_text())
+            env, device = env or child["env"], device or child["device"]
+            results.append(child["result"])
+    return results, env, device
+
+
+def _s(x) -> str:
+    return C.fmt_seconds(x)
+
+
+def print_all(results: list[dict], device: dict | None) -> None:
+    if device:
+        peak = device["nominal_peak_GBps"]
+        print(
+            f"\ndevice {device['device_kind']} ({device['platform']}), memory budget "
+            f"{C.fmt_bytes(device['memory_budget_bytes'])}, nominal peak "
+            f"{peak if peak == 'unknown' else f'{peak:.0f} GB/s'}"
+        )
+    header = ["m", "m+", "K", "fit 1st", "fit", "Newton/CG", "grid 1st", "grid", "grid/fit",
+              "stream", "Hv", "Hv/2stream", "GB/s stream", "GB/s Hv", "peak frac Hv"]  # fmt: skip
+    rows = []
+    for r in results:
+        if "error" in r or "skipped" in r:
+            rows.append(
+                [str(r["m"])] + ["-"] * (len(header) - 2) + [r.get("error", r.get("skipped"))]
+            )
+            continue
+        f, g, p = r["fit"], r["grid"], r["products"]
+        frac = p["peak_fraction"]
+        rows.append(
+            [
+                str(r["m"]), str(r["m_pos"]), C.fmt_bytes(p["K_bytes"]), _s(f["time"]["first"]),
+                _s(f["time"]["median"]),
+                f"{f['info']['iterations']}/{f['info']['cg_iterations']} {f['info']['status']}",
+                _s(g["time"]["first"]), _s(g["time"]["median"]), f"{g['grid/fit']:.2f}",
+                _s(p["stream"]), _s(p["hvp"]), f"{p['hvp/(2*stream)']:.2f}",
+                f"{p['bandwidth_GBps']['stream']:.1f}", f"{p['bandwidth_GBps']['hvp']:.1f}",
+                frac if frac == "unknown" else f"{frac['hvp']:.2f}",
+            ]
+        )  # fmt: skip
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)))
+    for r in results:
+        for stage in ("fit", "grid"):
+            for msg in r.get(stage, {}).get("time", {}).get("warnings", []):
+                print(f"warning (m = {r['m']}, {stage}): {msg}")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--sizes", type=int, nargs="+", default=None, help="m values (default: per platform)"
+    )
+    p.add_argument("--quick", action="store_true", help="the smallest size of the platform (CI)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
+    p.add_argument(
+        "--stage-budget",
+        type=float,
+        default=120.0,
+        help="seconds: fewer fit repeats (>= 1) when repeats x first call exceeds this",
+    )
+    p.add_argument("--out", type=Path, default=C.OUT_DIR / "gpu.json", help="JSON output")
+    p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def default_sizes(platform: str, quick: bool) -> list[int]:
+    """Small on CPU (kept tested), large on an accelerator."""
+    if platform == "cpu":
+        return list(CPU_QUICK if quick else CPU_SIZES)
+    return list(GPU_QUICK if quick else GPU_SIZES)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.child is not None:
+        return child_main(args.child, args.child_out, args.repeats, args.stage_budget)
+    t0 = time.perf_counter()
+    probe = _probe()
+    sizes = args.sizes or default_sizes(probe["platform"], args.quick)
+    print(
+        f"jaxrank gpu bench: {probe['platform']} ({probe['device_kind']}), sizes {sizes}",
+        flush=True,
+    )
+    results, env, device = run_children(sizes, args)
+    print_all(results, device)
+    report = {
+        "benchmark": "gpu",
+        "env": env,
+        "device": device,
+        "settings": {
+            "sizes": sizes,
+            "rho": {str(m): rho_for(m) for m in sizes},
+            "d": D,
+            "t": T_OVERLAP,
+            "seed": SEED,
+            "dtype": DTYPE,
+            "eps": EPS,
+            "lam": LAM,
+            "lam_grid": LAM_GRID.tolist(),
+            "repeats": args.repeats,
+            "stage_budget": args.stage_budget,
+            "quick": args.quick,
+            "nominal_peak_table_GBps": [
+                [list(k), None if v is None else v / 1e9] for k, v in NOMINAL_PEAK
+            ],
+        },
+        "results": results,
+        "seconds": time.perf_counter() - t0,
+    }
+    path = C.write_json(args.out, report)
+    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

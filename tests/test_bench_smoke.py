@@ -1,0 +1,223 @@
+"""Smoke tests of the scale benchmarks (``bench/roofline.py``, ``bench/gpu.py``,
+``bench/sort_cost.py``): each runs at its ``--quick`` size in a subprocess and must write its
+JSON with the expected keys and self-consistent numbers (exact sorts really exact, ratios
+equal to the times they are made of). The three run side by side (they are compile-bound),
+started once for the module. Plus the pure helpers against independent oracles: the uint64
+sort keys against ``np.lexsort``, the device-peak table and the size planner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+SCRIPTS = ("roofline", "gpu", "sort_cost")
+TIMEOUT = 900  # seconds; ~30 s on an idle 2-core machine, far more under load
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Start the three quick runs at once; ``runs[name]()`` waits for one and returns
+    ``(returncode, output, report)``."""
+    tmp = tmp_path_factory.mktemp("bench")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    procs = {}
+    for name in SCRIPTS:
+        out = tmp / f"{name}.json"
+        cmd = [sys.executable, str(BENCH / f"{name}.py"), "--quick", "--out", str(out)]
+        procs[name] = (
+            subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            ),
+            out,
+        )
+    done = {}
+
+    def wait(name):
+        if name not in done:
+            proc, out = procs[name]
+            text = proc.communicate(timeout=TIMEOUT)[0]
+            report = json.loads(out.read_text()) if out.exists() else None
+            done[name] = (proc.returncode, text, report)
+        return done[name]
+
+    yield wait
+    for proc, _ in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _ok(runs, name):
+    code, text, report = runs(name)
+    assert code == 0, text[-4000:]
+    assert report is not None, text[-4000:]
+    assert report["benchmark"] == name
+    for key in ("platform", "device_kind", "jax", "jaxlib", "cpu_count", "git_commit"):
+        assert key in report["env"]
+    assert report["settings"]["quick"] is True
+    return report
+
+
+# ---------------------------------------------------------------------------- roofline
+
+
+def test_roofline_quick(runs):
+    report = _ok(runs, "roofline")
+    s = report["settings"]
+    assert s["sizes"] == [2000] and s["lams_L"] == [1, 2] and s["dtype"] == "float32"
+    (r,) = report["results"]
+    assert r["m"] == 2000 and r["m_pos"] == r["n_basis"] == 20
+    assert r["m_pad"] >= r["m"] and r["m_pad"] % r["block"] == 0
+    assert r["K_bytes"] == r["m_pad"] * r["n_basis"] * 4
+    stream = r["stream"]
+    assert stream["what"] == "jnp.sum(K)" and stream["time"] > 0
+    assert stream["GBps"] == pytest.approx(r["K_bytes"] / stream["time"] / 1e9)
+    passes = {"Kv": 1, "gK": 1, "hvp": 2, "value_grad": 2}
+    for name, p in passes.items():
+        c = r["single"][name]
+        assert c["time"] > 0
+        assert c["ratio"] == pytest.approx(c["time"] / stream["time"])
+        assert c["per_pass"] == pytest.approx(c["time"] / (p * stream["time"]))
+        assert c["at_roofline"] == (c["per_pass"] <= 2)
+    assert set(r["batched"]) == {"1", "2"}
+    for b in r["batched"].values():
+        assert set(b) == {"KV", "GK", "GK_plain", "hvp", "value_grad"}
+    h = r["hvp_per_lambda"]
+    t = [r["batched"][L]["hvp"]["time"] for L in ("1", "2")]
+    assert h["slope"] == pytest.approx(t[1] - t[0])  # two points: the line through them
+    assert h["slope/stream"] == pytest.approx(h["slope"] / stream["time"])
+    st = r["streamed"]  # the only size is the streamed size
+    assert s["streamed_size"] == 2000 and st["L"] == 2
+    assert set(st["single"]) == set(passes) and set(st["batched"]) == set(b)
+    for v in st["single"].values():
+        assert v["recompute"] == pytest.approx(v["time"] - v["stored"])
+
+
+# ---------------------------------------------------------------------------- gpu
+
+
+def test_gpu_quick(runs):
+    report = _ok(runs, "gpu")
+    dev = report["device"]
+    assert dev["platform"] == report["env"]["platform"]
+    assert dev["memory_budget_bytes"] > 0
+    (r,) = report["results"]
+    assert "error" not in r and "skipped" not in r, r
+    assert r["plan"]["fits"] and r["plan"]["K_bytes"] == r["products"]["K_bytes"]
+    assert r["fit"]["info"]["status"] == "CONVERGED"
+    assert len(r["grid"]["info"]["status"]) == 16 == len(r["grid"]["lams"])
+    assert r["grid"]["newton_max"] == max(r["grid"]["info"]["iterations"])
+    p = r["products"]
+    for key in ("stream", "Kv", "gK", "hvp", "value_grad"):
+        assert p[key] > 0
+    assert p["bandwidth_GBps"]["hvp"] == pytest.approx(2 * p["K_bytes"] / p["hvp"] / 1e9)
+    assert p["hvp/(2*stream)"] == pytest.approx(p["hvp"] / (2 * p["stream"]))
+    assert set(r["memory"]) >= {"start", "after_fit", "after_grid", "after_products"}
+    if dev["platform"] == "cpu":
+        assert r["m"] == 2000
+        assert p["peak_fraction"] == "unknown" and dev["nominal_peak_GBps"] == "unknown"
+
+
+def _import_bench(name, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def test_nominal_peak_table(monkeypatch):
+    gpu = _import_bench("gpu", monkeypatch)
+    expect = {
+        "NVIDIA H100 80GB HBM3": 3.35e12,
+        "NVIDIA H100 PCIe": 2.0e12,
+        "NVIDIA H100 NVL": 3.9e12,
+        "NVIDIA H200": 4.8e12,
+        "NVIDIA A100-SXM4-80GB": 2.039e12,
+        "NVIDIA A100-SXM4-40GB": 1.555e12,
+        "NVIDIA A100-PCIE-40GB": 1.555e12,
+        "NVIDIA A100 80GB PCIe": 1.935e12,
+        "NVIDIA GH200 480GB": None,
+        "Tesla V100-SXM2-16GB": None,
+        "cpu": None,
+    }
+    for kind, peak in expect.items():
+        assert gpu.nominal_peak(kind) == peak, kind
+
+
+def test_gpu_plan(monkeypatch):
+    gpu = _import_bench("gpu", monkeypatch)
+    from jaxrank import kernels
+
+    m, nb = 1_000_000, 1000
+    rows, n = kernels.chunk_rows(m, nb, 4, kernels.product_block(m))
+    block = rows * n * nb * 4
+    need = block + 2 * m * 40 * 4 + 2 * nb * nb * 4
+    assert gpu.plan(m, nb, need) == {
+        "K_bytes": block, "need_bytes": need, "budget_bytes": need, "fits": True
+    }  # fmt: skip
+    assert not gpu.plan(m, nb, need - 1)["fits"]
+    assert gpu.default_sizes("cpu", True) == [2000]
+    assert max(gpu.default_sizes("gpu", False)) == 4_000_000
+
+
+# ---------------------------------------------------------------------------- sort cost
+
+
+def test_sort_cost_quick(runs):
+    report = _ok(runs, "sort_cost")
+    assert report["settings"]["sizes"] == [10_000]
+    (r,) = report["results"]
+    full = r["full"]
+    # exact by construction: stable sorts, index as a second key, unique uint64 keys
+    for name in ("argsort", "lax_two_keys", "host_argsort", "host_key64"):
+        assert full["checks"][name]["exact"] is True, name
+    assert full["checks"]["sort_values"]["values_equal"] is True
+    assert r["tied_values"] > 0  # the tie-breaking check is not vacuous
+    (inc,) = r["incremental"]
+    assert inc["step"] == report["settings"]["steps"][0]
+    for name in ("incr_lax_two_keys", "incr_host_key64"):
+        assert inc["checks"][name]["exact"] is True, name
+    for summary in [full, inc]:
+        for name, c in summary["checks"].items():
+            if c.get("exact") is False:
+                assert c["mismatches"] > 0 and name not in summary["exact_variants"]
+        best = summary["fastest_exact"]
+        assert summary["median"][best] == min(
+            summary["median"][k] for k in summary["exact_variants"]
+        )
+    assert r["fastest_exact"]["median"] <= full["median"][full["fastest_exact"]]
+    assert r["windows"]["m_pos"] == 100 and r["windows"]["time"]["median"] > 0
+
+
+def test_key64_orders_like_lexsort(monkeypatch):
+    sc = _import_bench("sort_cost", monkeypatch)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(5000).astype(np.float32)
+    x[:200] = np.round(x[:200] * 4) / 4  # ties
+    x[200:210] = [0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38, 0.0, -0.0]
+    idx = rng.permutation(x.size).astype(np.uint32)
+    keys = sc._key64(x, idx)
+    assert np.unique(keys).size == x.size
+    # oracle: order by value (−0 == +0), then by idx
+    np.testing.assert_array_equal(np.argsort(keys), np.lexsort((idx, x)))
+    perm = np.asarray(sc._np_key64_sort(x))
+    np.testing.assert_array_equal(perm, np.argsort(x, kind="stable"))
+
+
+def test_make_scores_keeps_ties(monkeypatch):
+    sc = _import_bench("sort_cost", monkeypatch)
+    x0, x1 = sc.make_scores(2000, 1e-3)
+    x0b, x1b = sc.make_scores(2000, 1e-6)
+    np.testing.assert_array_equal(x0, x0b)  # one x0 for every step
+    assert x0.dtype == x1.dtype == np.float32
+    assert np.unique(x0).size < x0.size and np.unique(x1).size < x1.size
+    assert 0 < np.max(np.abs(x1b - x0)) < np.max(np.abs(x1 - x0))
