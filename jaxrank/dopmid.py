@@ -67,11 +67,11 @@ working set :math:`\mathcal W = \{y\}` (the plane :math:`g = 0, \Delta = 0`, i.e
 
 a QP over a simplex of size :math:`|\mathcal W|` (:func:`solve_qp`). At the stop,
 :math:`\tfrac12\|w\|^2 + C\max_{\bar y} H_w(\bar y)` is within :math:`C\varepsilon` of the
-optimum (the duality gap, ``info.objective - info.dual``). JFY (2009, Thm. 5) bound the number
-of iterations by :math:`O(C R^2 / \varepsilon)`, :math:`R = \max \|g(\bar y)\|`. Planes whose
-multiplier stayed 0 for ``prune_after`` consecutive QPs are dropped (as in JFY's
-implementation): removing a plane with :math:`\alpha_c = 0` leaves the current QP solution
-optimal, so the dual still increases at every iteration and the bound still holds.
+optimum (the duality gap, ``info.objective - info.dual``). JFY (2009) bound the number of
+iterations by :math:`O(C R^2 / \varepsilon)`, :math:`R = \max \|g(\bar y)\|`. Planes whose
+multiplier stayed 0 for ``prune_after`` consecutive QPs are dropped (common practice in 1-slack
+solvers; not in the seed): removing a plane with :math:`\alpha_c = 0` leaves the current QP
+solution optimal, so the dual still increases at every iteration and the bound still holds.
 
 **Most violated labelling.** :math:`\Delta` depends on :math:`\bar y` only through
 :math:`(FN, FP)`, and :math:`-w^\top g(\bar y) = -2\sum_{i \in +, \bar y_i = -1} c_i s_i +
