@@ -392,6 +392,11 @@ class QPResult(NamedTuple):
     polished: jax.Array
 
 
+def _dot(a, b):
+    """Matrix / vector product at full precision (no TF32 on GPUs)."""
+    return jnp.matmul(a, b, precision=_HI)
+
+
 def _max_step(v, dv):
     """Largest ``t ≤ 1`` with ``v + t dv ≥ 0`` (``v > 0``)."""
     neg = dv < 0
@@ -426,9 +431,9 @@ def _qp(G, delta, C, live, max_iter: int):
     jitter = 10 * eps * (1 + jnp.max(jnp.abs(jnp.diag(Q))))
 
     def residuals(beta, z, nu):
-        rd = Q @ beta - b - nu * m - z
-        rp = m @ beta - 1
-        mu = beta @ z / K
+        rd = _dot(Q, beta) - b - nu * m - z
+        rp = _dot(m, beta) - 1
+        mu = _dot(beta, z) / K
         return rd, rp, mu
 
     def err(beta, z, nu):
@@ -444,18 +449,18 @@ def _qp(G, delta, C, live, max_iter: int):
             return jax.scipy.linalg.cho_solve((chol, True), r)
 
         Mm = solve(m)
-        mMm = m @ Mm
+        mMm = _dot(m, Mm)
 
         def direction(rc):
             Mr = solve(-rd + rc / beta)
-            dnu = (-rp - m @ Mr) / mMm
+            dnu = (-rp - _dot(m, Mr)) / mMm
             db = Mr + Mm * dnu
             dz = (rc - z * db) / beta
             return db, dnu, dz
 
         db, _, dz = direction(-beta * z)
         t = jnp.minimum(_max_step(beta, db), _max_step(z, dz))
-        mu_aff = (beta + t * db) @ (z + t * dz) / K
+        mu_aff = _dot(beta + t * db, z + t * dz) / K
         sigma = (mu_aff / mu) ** 3
         db, dnu, dz = direction(-beta * z - db * dz + sigma * mu)
         t = 0.99 * jnp.minimum(_max_step(beta, db), _max_step(z, dz))
@@ -479,7 +484,7 @@ def _qp(G, delta, C, live, max_iter: int):
     beta_ip, z_ip, nu_ip, iters, bad = jax.lax.while_loop(cond, body, state)
     converged = ~bad & (err(beta_ip, z_ip, nu_ip) <= tol)
     beta_ip = jnp.where(live & jnp.isfinite(beta_ip), jnp.maximum(beta_ip, 0), 0)
-    beta_ip = beta_ip / jnp.maximum(m @ beta_ip, eps)
+    beta_ip = beta_ip / jnp.maximum(_dot(m, beta_ip), eps)
 
     # Polish (primal-dual active set, started from the interior point's support guess by strict
     # complementarity): on a support S solve the KKT system of the face
@@ -500,19 +505,19 @@ def _qp(G, delta, C, live, max_iter: int):
             return jax.scipy.linalg.cho_solve((chol, True), r)
 
         y1 = solve(Sf)
-        s1 = Sf @ y1
+        s1 = _dot(Sf, y1)
 
         # In residual form, so that the accuracy is set by the residual, not by cond(Q_SS + δI).
         def step(_, carry):
             beta, nu = carry
-            dx = solve(jnp.where(S, b + nu - Q @ beta, 0))
-            dnu = (1 - Sf @ beta - Sf @ dx) / s1
+            dx = solve(jnp.where(S, b + nu - _dot(Q, beta), 0))
+            dnu = (1 - _dot(Sf, beta) - _dot(Sf, dx)) / s1
             return jnp.where(S, beta + dx + dnu * y1, 0), nu + dnu
 
         beta0 = jnp.where(S, beta_start, 0)
-        nu0 = Sf @ (Q @ beta0 - b) / jnp.maximum(jnp.sum(Sf), 1)
+        nu0 = _dot(Sf, _dot(Q, beta0) - b) / jnp.maximum(jnp.sum(Sf), 1)
         beta, nu = jax.lax.fori_loop(0, 12, step, (beta0, nu0))
-        z = Q @ beta - b - nu
+        z = _dot(Q, beta) - b - nu
         ok = (
             jnp.all(jnp.isfinite(beta))
             & jnp.isfinite(nu)
@@ -534,17 +539,18 @@ def _qp(G, delta, C, live, max_iter: int):
         lambda c: ~c[3] & (c[4] < 4) & jnp.any(c[0]), round_, carry
     )
     beta_pol = jnp.where(S, jnp.maximum(beta, 0), 0)
-    beta_pol = beta_pol / jnp.maximum(m @ beta_pol, eps)
+    beta_pol = beta_pol / jnp.maximum(_dot(m, beta_pol), eps)
 
     def objective(v):
-        return 0.5 * v @ (Q @ v) - b @ v
+        return 0.5 * _dot(v, _dot(Q, v)) - _dot(b, v)
 
     polish_ok = polish_ok & (objective(beta_pol) <= objective(beta_ip) + ptol)
     beta = jnp.where(polish_ok, beta_pol, beta_ip)
     # Which planes carry weight: the polished support, else strict complementarity.
     active = live & jnp.where(polish_ok, beta_pol > 0, beta_ip > z_ip)
     alpha = jnp.where(live, C * beta, 0)
-    dual = jnp.where(live, delta, 0) @ alpha - 0.5 * alpha @ (jnp.where(both, G, 0) @ alpha)
+    Galpha = _dot(jnp.where(both, G, 0), alpha)
+    dual = _dot(jnp.where(live, delta, 0), alpha) - 0.5 * _dot(alpha, Galpha)
     return QPResult(alpha, dual, iters, converged | polish_ok, polish_ok), active
 
 
@@ -978,7 +984,7 @@ def fit_dopmid(
         state = _resized(state, _buffer_size(int(jnp.sum(state.live))))
 
     beta = jnp.matmul(state.alpha, state.U, precision=_HI)
-    w2 = state.alpha @ jnp.matmul(state.G, state.alpha, precision=_HI)
+    w2 = _dot(state.alpha, _dot(state.G, state.alpha))
     viol = jnp.maximum(state.violation, 0)
     info = DOPMIDInfo(
         iterations=state.iterations,
