@@ -53,6 +53,7 @@ from jaxrank import kernels as _kernels
 from jaxrank import metrics, pairwise
 from jaxrank._validation import (
     check_binary_labels,
+    check_key,
     check_lam,
     check_positive,
     check_X,
@@ -347,17 +348,6 @@ def _matvec(K, beta):
     return jnp.matmul(K, beta, precision=_HI)
 
 
-def _check_key(key):
-    if key is None:
-        raise ValueError("fit_greedy draws its candidates at random: pass key=jax.random.key(...).")
-    if isinstance(key, jax.Array):
-        if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ():
-            return key
-        if key.shape == (2,) and key.dtype == jnp.uint32:  # legacy jax.random.PRNGKey
-            return jax.random.wrap_key_data(key)
-    raise ValueError(f"key must be a single jax.random.key(...), got {key!r}.")
-
-
 def _check_count(value, name: str, lo: int, hi: int | None = None) -> int:
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got {value!r}.")
@@ -499,7 +489,7 @@ def fit_greedy(
     n_basis = _check_count(n_basis, "n_basis", 1, m)
     kappa = _check_count(kappa, "kappa", 1)
     max_newton = _check_count(max_newton, "max_newton", 1)
-    key = _check_key(key)
+    key = check_key(key)
     sizes = set(retrain_sizes(schedule, n_basis).tolist())
     if validation is not None:
         Xv, pos_v = _check_validation(validation, X.shape[1])
