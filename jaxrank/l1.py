@@ -33,8 +33,14 @@ Stopping rule: the optimality residual ``r = dist(0, ∂F(β))`` (the minimum-no
 and ``||r||_∞ ≤ tol`` is convergence: exactly the subgradient optimality conditions of the
 ℓ1 problem, to tolerance. ``μ ≥ ||∇s(0)||_∞`` makes ``β = 0`` optimal (:func:`l1_max`).
 
-A μ grid is solved by ``jax.vmap`` of the single-μ solver (the kernel block unbatched): one
-compiled loop for the whole grid.
+A μ grid is solved either as a warm-started path from large to small μ (``lax.scan``, the
+default: each solve starts at the previous solution) or by ``jax.vmap`` of the single-μ solver
+(the kernel block unbatched): one compiled loop for the whole grid.
+
+Limitation, measured: with ``λ = 0`` and a small μ (below about ``2⁻¹⁰ μ_max`` on seed 000's
+simulated data) the problem approaches the unregularised one, is very ill-conditioned, and
+FISTA (sublinear there) may stop at ``max_iter`` with a residual ~1e-5: a
+:class:`~jaxrank.ConvergenceWarning` says so; a small elastic ``λ`` or a larger μ avoids it.
 """
 
 from __future__ import annotations
@@ -130,6 +136,7 @@ class _State(NamedTuple):
     gy: jax.Array
     t: jax.Array  # FISTA momentum parameter
     L: jax.Array  # Lipschitz estimate
+    fails: jax.Array  # consecutive rejected steps without momentum
     iterations: jax.Array
     evaluations: jax.Array
     status: jax.Array
@@ -207,7 +214,8 @@ def fista_l1(
     F0 = s0 + mu * l1(x0)
     init = _State(
         x=x0, s=s0, g=g0, F=F0, y=x0, sy=s0, gy=g0, t=one, L=jnp.asarray(L0, dt),
-        iterations=jnp.zeros((), jnp.int32), evaluations=jnp.ones((), jnp.int32),
+        fails=jnp.zeros((), jnp.int32), iterations=jnp.zeros((), jnp.int32),
+        evaluations=jnp.ones((), jnp.int32),
         status=status_of(x0, s0, g0, jnp.asarray(False), 0),
     )  # fmt: skip
 
@@ -246,7 +254,12 @@ def fista_l1(
         # measures progress there).
         noise = jnp.abs(Fz - st.F) <= rounding * jnp.maximum(jnp.abs(Fz), jnp.abs(st.F))
         accept = c.ok & ((Fz <= st.F) | noise)
-        stalled = ~accept & ~momentum  # F rose beyond rounding without momentum: give up
+        # Without momentum a rise of F beyond its rounding means the curvature test let too
+        # long a step through (it is exact only for a quadratic): retry with twice L; give up
+        # (PRECISION) after 10 such rejections in a row.
+        failed = ~accept & ~momentum
+        fails = jnp.where(failed, st.fails + 1, 0)
+        stalled = fails >= 10
         x = jnp.where(accept, c.z, st.x)
         s = jnp.where(accept, c.s, st.s)
         g = jnp.where(accept, c.g, st.g)
@@ -263,7 +276,8 @@ def fista_l1(
         it = st.iterations + 1
         evals = st.evaluations + c.k + 1 + (coef != 0).astype(jnp.int32)
         return _State(
-            x=x, s=s, g=g, F=F, y=y, sy=sy, gy=gy, t=t_next, L=c.L, iterations=it,
+            x=x, s=s, g=g, F=F, y=y, sy=sy, gy=gy, t=t_next,
+            L=jnp.where(failed, 2 * c.L / shrink, c.L), fails=fails, iterations=it,
             evaluations=evals, status=status_of(x, s, g, stalled | ~c.ok, it),
         )  # fmt: skip
 
@@ -289,15 +303,25 @@ def _lipschitz(hvp, lin, n: int, dt, steps: int = 20) -> jax.Array:
     return jnp.maximum(jnp.linalg.norm(hvp(lin, v)), jnp.finfo(dt).tiny)
 
 
-@functools.partial(jax.jit, static_argnames=("n_pos", "n_neg", "block"))
-def _solve(K, Krr, mus, lam, beta0, loss, tol, floor, max_iter, *, n_pos, n_neg, block):
+@functools.partial(jax.jit, static_argnames=("n_pos", "n_neg", "block", "path"))
+def _solve(K, Krr, mus, lam, beta0, loss, tol, floor, max_iter, *, n_pos, n_neg, block, path):
     fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
     L0 = _lipschitz(hvp, fun(jnp.zeros_like(beta0[0]))[2], beta0.shape[1], K.dtype)
 
     def single(mu, b0):
         return fista_l1(fun, b0, mu, L0=L0, tol=tol, floor=floor, max_iter=max_iter)
 
-    return jax.vmap(single)(mus, beta0)
+    if path == "batch":
+        return jax.vmap(single)(mus, beta0)
+
+    # Warm path (μ sorted from large to small by the caller): each solve starts at the
+    # previous solution, as a lasso path is usually computed.
+    def step(b, mu):
+        beta, info = single(mu, b)
+        return beta, (beta, info)
+
+    _, out = jax.lax.scan(step, beta0[0], mus)
+    return out
 
 
 @functools.partial(jax.jit, static_argnames=("n_pos", "n_neg", "block"))
@@ -406,6 +430,7 @@ def fit_l1(
     n_basis: int | None = None,
     tol: float = 1e-6,
     max_iter: int = 5000,
+    path: str = "warm",
     dtype=None,
     memory_budget: int | None = None,
     init=None,
@@ -432,7 +457,12 @@ def fit_l1(
       eps, kernel, key, n_basis, dtype, memory_budget: as in :func:`jaxrank.fit.fit`.
       tol: stop when the optimality residual ``||dist(0, ∂F)||_∞ ≤ tol``.
       max_iter: cap on proximal-gradient steps per μ.
-      init: optional start ``(|R|,)`` or ``(L, |R|)`` (default zeros).
+      path: ``"warm"`` (μ from large to small, each solve starting at the previous solution,
+        as lasso paths are computed) or ``"batch"`` (the μ grid vmapped: one loop, as long as
+        its slowest member). Measured on the 2-core CPU (m = 600, 8 μ, float64): warm 2.0 s,
+        batch 14.9 s of CPU time, same solutions.
+      init: optional start ``(|R|,)`` or ``(L, |R|)`` (default zeros); with ``path="warm"``
+        only the largest μ starts there.
 
     Returns:
       An :class:`L1Model`: ``coef`` with exact zeros, ``l1`` = μ, ``lam`` = λ, ``info`` an
@@ -464,6 +494,8 @@ def fit_l1(
     tol = check_positive(tol, "tol")
     if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
+    if path not in ("batch", "warm"):
+        raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     dt, idx, kernel, block, B, K, Krr, floor = _setup(
         X, pos, basis, key, n_basis, kernel, dtype, memory_budget
     )
@@ -478,13 +510,17 @@ def fit_l1(
                 f"init must be finite with shape ({nb},) or ({L}, {nb}), got {init.shape}."
             )
         beta0 = jnp.broadcast_to(jnp.asarray(init), (L, nb))
+    sort = np.argsort(-mus, kind="stable") if path == "warm" else np.arange(L)
     n_pos = int(pos.sum())
     betas, info = _solve(
-        K, Krr, jnp.asarray(mus, dt), jnp.asarray(lam, dt), beta0,
+        K, Krr, jnp.asarray(mus[sort], dt), jnp.asarray(lam, dt), beta0[jnp.asarray(sort)],
         jax.tree.map(lambda v: jnp.asarray(v, dt), get_loss(loss, eps)), jnp.asarray(tol, dt),
         jnp.asarray(floor, dt), jnp.asarray(max_iter, jnp.int32), n_pos=n_pos,
-        n_neg=int(pos.size - n_pos), block=block,
+        n_neg=int(pos.size - n_pos), block=block, path=path,
     )  # fmt: skip
+    unsort = jnp.asarray(np.argsort(sort))
+    betas = betas[unsort]
+    info = jax.tree.map(lambda a: a[unsort], info)
     _warn_status(info, mus, tol, floor)
     if scalar:
         betas = betas[0]

@@ -133,6 +133,16 @@ def test_mu_max_gives_zero_and_max_iter_warns(problem):
     np.testing.assert_array_equal(short.info.iterations[1:], 2)
 
 
+def test_batch_path_equals_warm_path(problem):
+    X, y, kernel, _, _ = problem
+    mus = l1_max(X, y, 1e-2, kernel=kernel) * FRACS[::-1]  # unsorted for the warm path
+    warm = fit_l1(X, y, 1e-2, l1=mus, kernel=kernel, tol=1e-11)
+    batch = fit_l1(X, y, 1e-2, l1=mus, kernel=kernel, tol=1e-11, path="batch")
+    np.testing.assert_allclose(warm.info.objective, batch.info.objective, rtol=1e-12)
+    np.testing.assert_allclose(warm.coef, batch.coef, rtol=0, atol=1e-8)
+    np.testing.assert_array_equal(warm.l1, mus)
+
+
 def test_model_select_pytree_save_load(problem, tmp_path):
     X, y, kernel, K, _ = problem
     mu_max = l1_max(X, y, kernel=kernel)
@@ -172,6 +182,8 @@ def test_bad_input_refused(problem):
         fit_l1(X, y, l1=1e-2, max_iter=0)
     with pytest.raises(ValueError, match="tol"):
         fit_l1(X, y, l1=1e-2, tol=-1.0)
+    with pytest.raises(ValueError, match="path"):
+        fit_l1(X, y, l1=1e-2, path="cold")
     with pytest.raises(ValueError, match="init"):
         fit_l1(X, y, l1=1e-2, init=np.zeros(3))
     with pytest.raises(ValueError, match="NaN"):
