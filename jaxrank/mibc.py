@@ -42,7 +42,9 @@ Covariance models of the negatives (``covariance=``):
   products by the data only; whitened by the Woodbury identity. Never forms a ``d × d`` matrix.
 
 All three take the robust form ``Σ + ρI`` of eq. (7) (spectral-norm uncertainty ρ on Σ).
-No ``m− × m−`` (or ``m × m``) matrix is ever formed; the QP is ``m+ × m+``.
+No ``m− × m−`` (or ``m × m``) matrix is ever formed. The QP is over the m+ positives: with a
+dense ``m+ × m+`` Gram matrix for the kernels, and for the linear kernel with ``d < m+`` through
+the ``m+ × d`` whitened positives only (Woodbury; :func:`solve_dual`).
 
 Bounds on the negative error (attributes and methods of :class:`MIBCModel`), with
 ``v = wᵀΣ_m w``: Remark 2, ``P(f(x) ≥ 0) ≤ v/(1 + v)`` for any negative distribution with the

@@ -131,7 +131,7 @@ def oracle_linear(P, N, Sigma_m, nu, Xtest):
 
 
 @pytest.mark.parametrize("qp", ["dense", "low_rank"])
-@pytest.mark.parametrize("nu", [0.02, 0.2, 0.6, 1.0])
+@pytest.mark.parametrize("nu", [0.02, 0.3, 1.0])
 def test_dual_equals_brute_force(small, nu, qp):
     X, y, P, N = small
     model = fit_mibc(X, y, nu=nu, qp=qp)
@@ -220,13 +220,13 @@ def test_primal_slsqp_rank_deficient(nu, qp):
 
 
 def test_low_rank_equals_dense_grid():
-    """m+ = 60 > d = 5: the Woodbury interior point (no m+ × m+ matrix) and the dense one agree
+    """m+ = 7 > d = 4: the Woodbury interior point (no m+ × m+ matrix) and the dense one agree
     on a ν grid (β is not unique here; w, the objective and the margins are)."""
     rng = np.random.default_rng(9)
-    d = 5
-    N = rng.normal(size=(400, d)) @ rng.normal(size=(d, d))
-    P = rng.normal(size=(60, d)) * 1.5 + 1.0
-    X, y = np.vstack([P, N]), labels(60, 400)
+    d = 4
+    N = rng.normal(size=(300, d)) @ rng.normal(size=(d, d))
+    P = rng.normal(size=(7, d)) * 1.5 + 1.0
+    X, y = np.vstack([P, N]), labels(7, 300)
     nus = [0.02, 0.3, 1.0]
     lr = fit_mibc(X, y, nu=nus, rho=0.05)  # auto: low rank
     de = fit_mibc(X, y, nu=nus, rho=0.05, qp="dense")
