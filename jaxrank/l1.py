@@ -58,7 +58,7 @@ import numpy as np
 
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
-from jaxrank._validation import check_lam, check_positive, check_X_y
+from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype, objective_closures
 from jaxrank.losses import get_loss
@@ -359,6 +359,7 @@ def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget):
     """Kernel block over [positives; negatives; padding], ``K_RR`` and the float gradient floor
     (as :func:`jaxrank.fit.fit_rows` builds them)."""
     dt = np.dtype(_choose_dtype(X, dtype))
+    check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
     kernel = _kernels.resolve_kernel(kernel, X)
     nb = idx.size

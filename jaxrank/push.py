@@ -55,7 +55,7 @@ import numpy as np
 
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
-from jaxrank._validation import check_lam, check_X_y
+from jaxrank._validation import check_cast, check_lam, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.fit import RankModel, _choose_dtype, check_solver_options, fit_rows
 from jaxrank.losses import PiecewiseQuadratic
@@ -284,7 +284,8 @@ def push_objective_closures(
     :func:`~jaxrank.solver.trust_ncg`, shaped like :func:`jaxrank.fit.objective_closures`.
 
     Args:
-      K: ``(m_pad, |R|)`` kernel block, rows ordered [positives; negatives; padding].
+      K: ``(m_pad, |R|)`` kernel block, rows ordered [positives; negatives; padding]; stored,
+        or a :class:`~jaxrank.kernels.StreamedBlock`.
       Krr: ``(|R|, |R|)`` basis Gram matrix.
       lam: regulariser λ.
       loss: piecewise-quadratic pairwise loss.
@@ -305,18 +306,18 @@ def push_objective_closures(
     def rmat(gp, gn):
         g = jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)])
         if block is None:
-            return jnp.matmul(g, K, precision=_HI)
+            return _kernels.rmatmul(g[None], K)[0]
         return _kernels.rmatvec(g, K, block)
 
     def fun(beta):
-        f = jnp.matmul(K, beta, precision=_HI)
+        f = _kernels.matmul(K, beta)
         value, gp, gn, lin = push_value_and_grad(f[:n_pos], f[n_pos : n_pos + n_neg], loss, p)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value + 0.5 * lam * jnp.vdot(beta, kb)
         return F, rmat(gp, gn) + lam * kb, (lin, None)
 
     def hvp(lin, v):
-        d = jnp.matmul(K, v, precision=_HI)
+        d = _kernels.matmul(K, v)
         hp, hn = push_hvp(lin[0], d[:n_pos], d[n_pos : n_pos + n_neg], loss, p)
         return rmat(hp, hn) + lam * jnp.matmul(Krr, v, precision=_HI)
 
@@ -410,6 +411,7 @@ def fit_push(
     dtype=None,
     memory_budget: int | None = None,
     init=None,
+    max_kernel_bytes: int | None = None,
 ) -> PushModel:
     """Fit a kernel ranker by the p-norm push (seed 000 Sec. 7 ext. 2; Rudin 2009 eq. 1).
 
@@ -428,7 +430,8 @@ def fit_push(
       lam: λ > 0, or a 1-D grid.
       p: push exponent ``p ≥ 1`` (static: each new ``p`` compiles the solver once).
       basis, loss, eps, kernel, key, n_basis, tol, max_iter, max_cg, path, chains, dtype,
-        memory_budget, init: as in :func:`jaxrank.fit.fit`.
+        memory_budget, init, max_kernel_bytes: as in :func:`jaxrank.fit.fit` (a kernel block
+        over ``max_kernel_bytes`` is streamed).
       precondition: ``"auto"`` / ``"spectral"`` (the spectral preconditioner of
         :func:`jaxrank.fit.fit` with the push's curvature, see ``_Push``), ``"cholesky"`` or
         ``"none"``; no Jacobi diagonal for the push.
@@ -464,14 +467,16 @@ def fit_push(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
         max_iter=max_iter, max_cg=max_cg,
     )  # fmt: skip
+    dt = _choose_dtype(X, dtype)
+    check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
     n_pos = int(pos.sum())
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
     model = fit_rows(
         X, order, idx, lams, scalar, _Push(n_pos, int(pos.size - n_pos), p),
-        kernel=_kernels.resolve_kernel(kernel, X), dtype=_choose_dtype(X, dtype), loss=loss,
-        eps=eps, tol=tol, max_iter=max_iter, max_cg=max_cg, path=path, chains=chains,
-        precondition=precondition, memory_budget=memory_budget, init=init,
+        kernel=_kernels.resolve_kernel(kernel, X), dtype=dt, loss=loss, eps=eps, tol=tol,
+        max_iter=max_iter, max_cg=max_cg, path=path, chains=chains, precondition=precondition,
+        memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes,
     )  # fmt: skip
     return PushModel(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}, p=p)
 

@@ -233,6 +233,17 @@ def test_fit_optimum_matches_scipy(loss_name):
     np.testing.assert_allclose(K @ beta, K @ ref.x, rtol=0, atol=1e-6)
 
 
+def test_streamed_kernel_block_gives_the_same_fit():
+    """A block over max_kernel_bytes is recomputed per product (kernels.StreamedBlock)."""
+    X, y, _, _ = _problem(0)
+    kernel = kernels.Gaussian(sigma2=kernels.sigma2_heuristic(X))
+    kw = dict(p=3.0, kernel=kernel, dtype=np.float64)
+    stored = fit_push(X, y, [1e-1, 1e-2], **kw)
+    streamed = fit_push(X, y, [1e-1, 1e-2], max_kernel_bytes=1000, **kw)
+    np.testing.assert_allclose(streamed.info.objective, stored.info.objective, rtol=1e-12)
+    np.testing.assert_allclose(streamed.coef, stored.coef, rtol=0, atol=1e-9)
+
+
 def test_model_select_and_save_load(tmp_path):
     X, y, _, _ = _problem(0)
     kernel = kernels.Gaussian(sigma2=kernels.sigma2_heuristic(X))
