@@ -34,9 +34,14 @@ import jax
 
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_binary_labels, check_lam
+from jaxrank.bases import resolve_basis
 from jaxrank.fit import fit
+from jaxrank.metrics import mauc
+from jaxrank.multilevel import fit_multilevel
 
 __all__ = [
+    "MultiLevelRankRC",
+    "NystromRankClassifier",
     "RandomBasisRankClassifier",
     "RankRCClassifier",
     "RankSVMClassifier",
@@ -91,8 +96,9 @@ class _RankClassifier(ClassifierMixin, BaseEstimator):
             )
         return _kernels.gaussian(self.sigma2)
 
-    def _basis_options(self) -> dict:
-        """``basis`` (and ``key``, ``n_basis``) for :func:`jaxrank.fit`."""
+    def _basis_options(self, X=None, pos=None) -> dict:
+        """``basis`` (and ``key``, ``n_basis``) for :func:`jaxrank.fit`; ``X`` and ``pos`` (the
+        validated training rows and rare-class mask) for strategies that need them."""
         return {"basis": self._basis}
 
     def fit(self, X, y):
@@ -122,7 +128,7 @@ class _RankClassifier(ClassifierMixin, BaseEstimator):
         self.model_ = fit(
             X, pos, float(lam[0]), kernel=self._kernel(), eps=self.eps, loss=self.loss,
             tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
-            **self._basis_options(),
+            **self._basis_options(X, pos),
         )  # fmt: skip
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = np.unique(y)
@@ -246,12 +252,12 @@ class RandomBasisRankClassifier(_RankClassifier):
         self.n_basis = n_basis
         self.random_state = random_state
 
-    def _basis_options(self) -> dict:
+    def _basis_options(self, X=None, pos=None) -> dict:
         seed = self.random_state
         if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
             seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
         key = jax.random.key(int(seed))
-        return super()._basis_options() | {"key": key, "n_basis": self.n_basis}
+        return super()._basis_options(X, pos) | {"key": key, "n_basis": self.n_basis}
 
 
 class SparseAUCClassifier(_RankClassifier):
@@ -353,3 +359,254 @@ class SparseAUCClassifier(_RankClassifier):
         n_low = int(np.sum(~pos)) if self.classes_[1] == self.pos_label_ else int(np.sum(pos))
         self.threshold_ = float(np.sort(scores)[n_low - 1 : n_low + 1].mean())
         return self
+
+
+def _key_from(random_state) -> jax.Array:
+    """``jax.random.key`` from an int, a ``numpy.random.RandomState`` or ``None``."""
+    seed = random_state
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
+        seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
+    return jax.random.key(int(seed))
+
+
+class NystromRankClassifier(_RankClassifier):
+    """An R-subset kernel ranker over Nyström landmarks chosen by a strategy (seed 003, Sec. 4).
+
+    Fits :func:`jaxrank.fit` with ``basis`` = the landmark rows chosen by
+    :func:`jaxrank.bases.resolve_basis` — by seed 003 Prop. 5 the ranker of the Nyström
+    approximation ``K′ = K_{·R} K_RR^† K_{R·}`` of the kernel matrix (equivalently a linear
+    ranker on :func:`jaxrank.nystrom.nystrom_features`). Parameters, attributes and methods as
+    :class:`RankRCClassifier`, and:
+
+    Args:
+      landmarks: ``"rare_first"`` (every rare row, then random majority rows: the order that
+        minimises the projected-map bound of seed 003 Cor. 4), ``"kmeans++"`` (k-means++
+        seeding on the rare class when ``n_basis < m+``, then over the majority rows) or
+        ``"random"`` (RANK-RND).
+      n_basis: number of landmarks (default: the number of rare rows).
+      random_state: an int (landmarks drawn with ``jax.random.key(random_state)``), a
+        ``numpy.random.RandomState`` or ``None`` (a seed drawn from numpy's global state).
+
+    Attributes:
+      landmarks_: ``(n_basis,)`` the training rows used as landmarks (``model_.basis_index``).
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.sklearn import NystromRankClassifier
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> est = NystromRankClassifier(n_basis=30, random_state=0).fit(X, y)
+      >>> est.landmarks_.shape, bool((y[est.landmarks_[:20]] == 1).all())
+      ((30,), True)
+    """
+
+    _strategies = ("rare_first", "kmeans++", "random")
+
+    @classmethod
+    def _xfail_checks(cls) -> dict:
+        """scikit-learn's ``check_estimator`` checks that cannot pass, with the reason (for
+        ``expected_failed_checks=``; scikit-learn's tags hold no per-check failures)."""
+        return {
+            "check_classifiers_train": (
+                "predict thresholds decision_function at threshold_ (the training-prevalence "
+                "quantile), not at 0: a ranker's scores have an arbitrary offset"
+            ),
+            "check_classifiers_classes": (
+                "labels such as 'one'/'two' name no rare class; jaxrank needs the rare class "
+                "labelled +1, 1 or True and refuses other label sets with a ValueError"
+            ),
+            "check_methods_subset_invariance": (
+                "float32 scores (the default dtype): a row scored alone and in a batch goes "
+                "through different matrix-product kernels (~1e-6 apart, above the check's 1e-7)"
+            ),
+        }
+
+    def __init__(
+        self,
+        lam=2.0**-8,
+        *,
+        landmarks="rare_first",
+        n_basis=None,
+        kernel="gaussian",
+        sigma2=None,
+        eps=0.5,
+        loss="smoothed_hinge",
+        tol=1e-6,
+        max_iter=100,
+        max_cg=25,
+        dtype="float32",
+        random_state=None,
+    ):
+        super().__init__(
+            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
+            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+        )  # fmt: skip
+        self.landmarks = landmarks
+        self.n_basis = n_basis
+        self.random_state = random_state
+
+    def _basis_options(self, X=None, pos=None) -> dict:
+        if self.landmarks not in self._strategies:
+            raise ValueError(
+                f"landmarks must be one of {', '.join(map(repr, self._strategies))}, "
+                f"got {self.landmarks!r}."
+            )
+        key = _key_from(self.random_state)
+        # resolved here (k-means++ needs the rows), then fitted as an index basis
+        idx = resolve_basis(self.landmarks, pos, key=key, n_basis=self.n_basis, X=X)
+        return {"basis": idx}
+
+    def fit(self, X, y):
+        """Choose the landmarks and fit the ranker (see :meth:`RankRCClassifier.fit`).
+
+        Returns:
+          self.
+        """
+        super().fit(X, y)
+        self.landmarks_ = np.asarray(self.model_.basis_index)
+        return self
+
+
+class MultiLevelRankRC(ClassifierMixin, BaseEstimator):
+    """Multi-level (ordinal) RankRC (seed 003 eq. 48) for scikit-learn.
+
+    :func:`jaxrank.fit_multilevel`: one kernel ranker whose scores order the levels, with the
+    basis = every row not in the majority level. ``y`` holds integer ordinal levels (higher =
+    rarer / more important; only their order matters).
+
+    - ``decision_function``: the ranking score (higher = higher level).
+    - ``predict``: a level by thresholds on the score. ``thresholds_`` are chosen on the training
+      scores so that each level is predicted as often as it occurs there: with the training
+      scores sorted ascending and ``N_k`` the number of training rows below level ``k``
+      (``k = 1 … R−1``), threshold ``t_k`` is midway between the ``N_k``-th and the
+      ``(N_k+1)``-th smallest score; a row scoring ``s`` gets level ``classes_[#{k: s > t_k}]``.
+      (A ranker's scores have an arbitrary offset and scale, so no fixed cut points exist.)
+    - ``score``: the MAUC of seed 003 (the fraction of correctly ordered cross-level pairs,
+      :func:`jaxrank.metrics.mauc`), not accuracy; it is what ``GridSearchCV`` maximises by
+      default. Being a classifier, cross-validation splits are stratified by level.
+
+    Args:
+      lam: the penalty λ > 0 (one value).
+      majority: the majority level, left out of the basis (default: the lowest level, as in the
+        paper).
+      kernel, sigma2, eps, loss, tol, max_iter, max_cg, dtype: as :class:`RankRCClassifier`.
+
+    Attributes:
+      model_: the fitted :class:`jaxrank.RankModel`.
+      classes_: the levels, ascending.
+      thresholds_: ``(R−1,)`` ascending thresholds of ``predict``.
+      n_iter_: Newton (trust-region) iterations.
+      n_features_in_, feature_names_in_: as in scikit-learn.
+
+    Example:
+      >>> import jax
+      >>> from jaxrank.multilevel import make_ordinal
+      >>> from jaxrank.sklearn import MultiLevelRankRC
+      >>> X, lv = make_ordinal(300, key=jax.random.key(0))
+      >>> est = MultiLevelRankRC(lam=2.0**-6).fit(X, lv)
+      >>> est.classes_.tolist(), est.thresholds_.shape, est.score(X, lv) > 0.7
+      ([0, 1, 2, 3], (3,), True)
+    """
+
+    _kernel = _RankClassifier._kernel
+
+    @classmethod
+    def _xfail_checks(cls) -> dict:
+        """scikit-learn's ``check_estimator`` checks that cannot pass, with the reason (for
+        ``expected_failed_checks=``; scikit-learn's tags hold no per-check failures)."""
+        return {
+            "check_classifiers_train": (
+                "predict cuts the score at thresholds_ matched to the training level counts, "
+                "not at 0 (a ranker's scores have an arbitrary offset), so with two classes "
+                "decision_function > 0 is not predict == classes_[1]"
+            ),
+            "check_classifiers_classes": (
+                "labels must be integer ordinal levels (their order is the ranking); string "
+                "labels are refused with a ValueError"
+            ),
+            "check_methods_subset_invariance": (
+                "float32 scores (the default dtype): a row scored alone and in a batch goes "
+                "through different matrix-product kernels (~1e-6 apart, above the check's 1e-7)"
+            ),
+        }
+
+    def __init__(
+        self,
+        lam=2.0**-8,
+        *,
+        majority=None,
+        kernel="gaussian",
+        sigma2=None,
+        eps=0.5,
+        loss="smoothed_hinge",
+        tol=1e-6,
+        max_iter=100,
+        max_cg=25,
+        dtype="float32",
+    ):
+        self.lam = lam
+        self.majority = majority
+        self.kernel = kernel
+        self.sigma2 = sigma2
+        self.eps = eps
+        self.loss = loss
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_cg = max_cg
+        self.dtype = dtype
+
+    def fit(self, X, y):
+        """Fit the ordinal ranker on ``X`` (taken as given) and integer levels ``y``.
+
+        Returns:
+          self.
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        lam, scalar = check_lam(self.lam)
+        if not scalar:
+            raise ValueError(
+                "lam must be one value here; tune it with GridSearchCV or "
+                "jaxrank.select.select_lambda."
+            )
+        levels = np.unique(y)
+        if levels.size < 2:
+            raise ValueError(
+                f"y has one class (level) only ({levels[0]!r}); a multi-level ranker needs at "
+                "least two ordinal levels."
+            )
+        majority = levels[0] if self.majority is None else self.majority
+        self.model_ = fit_multilevel(
+            X, y, float(lam[0]), majority=majority, kernel=self._kernel(), eps=self.eps,
+            loss=self.loss, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
+            dtype=self.dtype,
+        )  # fmt: skip
+        self.n_iter_ = int(self.model_.info.iterations)
+        self.classes_ = levels
+        scores = np.sort(np.asarray(self.model_.decision_function(X)))
+        below = np.cumsum([np.sum(y == v) for v in levels])[:-1]  # N_k, rows below level k
+        self.thresholds_ = (scores[below - 1] + scores[below]) / 2
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """The ranking score of each row: higher means a higher level.
+
+        Returns:
+          ``(n,)`` float array.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return np.asarray(self.model_.decision_function(X))
+
+    def predict(self, X) -> np.ndarray:
+        """Level ``classes_[#{k: score > thresholds_[k]}]`` of each row (see the class notes)."""
+        scores = self.decision_function(X)
+        return self.classes_[np.searchsorted(self.thresholds_, scores, side="left")]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """MAUC of ``decision_function(X)`` against the levels ``y`` (seed 003, after eq. 48).
+
+        ``sample_weight`` is not supported (MAUC counts pairs).
+        """
+        if sample_weight is not None:
+            raise ValueError("MultiLevelRankRC.score does not support sample_weight.")
+        return float(mauc(np.asarray(y), self.decision_function(X)))
