@@ -553,6 +553,10 @@ def fit(
     if isinstance(basis, str) and basis == "greedy":
         if penalty != "l2" or p is not None:
             raise ValueError("basis='greedy' supports neither penalty='l1' nor the p-norm push.")
+        if init is not None or max_kernel_bytes is not None:
+            raise ValueError(
+                "basis='greedy' takes neither init= nor max_kernel_bytes= (the basis is grown)."
+            )
         from jaxrank.greedy import fit_greedy
 
         if n_basis is None:

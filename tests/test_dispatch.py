@@ -41,6 +41,7 @@ def test_push_is_fit_push(data):
         (dict(penalty="l3"), "penalty"),
         (dict(basis="greedy", penalty="l1", key=jax.random.key(0)), "greedy"),
         (dict(penalty="l1", p=2.0), "push"),
+        (dict(basis="greedy", init=np.zeros(3), key=jax.random.key(0)), "init"),
     ],
 )
 def test_dispatch_refusals(data, kwargs, match):
