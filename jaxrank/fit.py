@@ -580,7 +580,7 @@ def fit(
         return fit_push(
             X, y, lam, p=p, basis=basis, loss=loss, key=key, n_basis=n_basis, max_iter=max_iter,
             max_cg=max_cg, path=path, chains=chains, precondition=precondition, init=init,
-            **common,
+            max_kernel_bytes=max_kernel_bytes, **common,
         )  # fmt: skip
     mesh = _kernels.row_mesh(X)
     X, pos = check_X_y(X, y)
