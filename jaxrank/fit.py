@@ -597,7 +597,7 @@ def fit(
     )
     dt = _choose_dtype(X, dtype)
     check_cast(X, dt)
-    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
     kernel = _kernels.resolve_kernel(kernel, X)
     n_pos = int(pos.sum())
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])

@@ -365,7 +365,7 @@ def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget):
     (as :func:`jaxrank.fit.fit_rows` builds them)."""
     dt = np.dtype(_choose_dtype(X, dtype))
     check_cast(X, dt)
-    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
     kernel = _kernels.resolve_kernel(kernel, X)
     nb = idx.size
     block = _kernels.product_block(X.shape[0])

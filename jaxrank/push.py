@@ -469,7 +469,7 @@ def fit_push(
     )  # fmt: skip
     dt = _choose_dtype(X, dtype)
     check_cast(X, dt)
-    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis)
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
     n_pos = int(pos.sum())
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
     model = fit_rows(

@@ -48,3 +48,13 @@ def test_dispatch_refusals(data, kwargs, match):
     X, y = data
     with pytest.raises(ValueError, match=match):
         jaxrank.fit(X, y, 1e-2, **kwargs)
+
+
+@pytest.mark.parametrize("strategy", ["rare_first", "kmeans++"])
+def test_landmark_strategies_through_fit(data, strategy):
+    X, y = data
+    model = jaxrank.fit(X, y, 1e-2, basis=strategy, n_basis=12, key=jax.random.key(0))
+    idx = jaxrank.bases.resolve_basis(
+        strategy, np.asarray(y) == 1, key=jax.random.key(0), n_basis=12, X=X
+    )
+    np.testing.assert_array_equal(model.basis_index, idx)
