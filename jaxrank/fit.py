@@ -492,8 +492,10 @@ def fit(
       lam: λ > 0, or a 1-D grid (one model holding every λ).
       basis: ``"rare"`` (RankRC), ``"all"`` (RankSVM), ``"random"`` (RANK-RND, ``n_basis``
         rows, default m+; needs ``key``) or an int array of row indices.
-      basis: also ``"greedy"``: the sparse basis of seed 001 grown to ``n_basis`` functions
-        (default ⌈m/10⌉, needs ``key``), squared hinge unless ``loss`` is given
+      basis: also ``"rare_first"`` / ``"kmeans++"`` (Nyström landmarks, ``n_basis`` and ``key``;
+        :func:`jaxrank.bases.resolve_basis`) and ``"greedy"``: the sparse basis of seed 001
+        grown to ``n_basis`` functions (default ⌈m/10⌉, needs ``key``), squared hinge unless
+        ``loss`` is given
         (:func:`jaxrank.greedy.fit_greedy`, which has the greedy options).
       loss: ``"smoothed_hinge"`` (ε = ``eps``) or ``"squared_hinge"``; default smoothed hinge
         (squared hinge for ``basis="greedy"``).
