@@ -225,7 +225,7 @@ def run_size(m: int, repeats: int, budget_s: float) -> dict:
         "hvp/(2*stream)": prod["hvp"] / (2 * stream),
         "hvp/(Kv+gK)": prod["hvp"] / (prod["Kv"] + prod["gK"]),
         "bandwidth_GBps": {k: v / 1e9 for k, v in bw.items()},
-        "nominal_peak_GBps": None if peak is None else peak / 1e9,
+        "nominal_peak_GBps": "unknown" if peak is None else peak / 1e9,
         "peak_fraction": "unknown" if peak is None else {k: v / peak for k, v in bw.items()},
     }
     res["memory"]["after_products"] = _memory(dev)
