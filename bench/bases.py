@@ -37,15 +37,16 @@ Data and protocol:
   own validation draw), and the model fitted on the training rows at that λ is scored on the test
   set. The test AUC of the generator's Bayes scores (``bayes_scores``) is given as a ceiling.
 * **KEEL** (``load_keel``; default ecoli3, yeast4, vowel0): ``--splits`` stratified 75/25
-  train/test splits; standardised on the training split. λ is chosen by **validation on a
-  stratified held-out third of the training split** (fitted on the other two thirds); the
-  method is then refitted on the whole training split at that λ and scored on the test split.
+  train/test splits (seeded by ``--split-seed`` and the split number); standardised on the
+  training split. λ is chosen by **validation on a stratified held-out third of the training
+  split** (fitted on the other two thirds, standardised on those); the method is then refitted
+  on the whole training split at that λ and scored on the test split.
 * λ grid: the paper's ``log2 λ = −20, −18, …, 10``, searched by one ``jaxrank.fit`` call per
-  method and data set (``path="warm", chains=4``, the fastest grid solver on CPU, README: a
-  RankSVM grid at m = 2000 costs about 1.5 of its scalar fits). ``--quick`` searches with one
-  scalar fit per λ instead (``--search loop``): it then reuses the compiled solver of the timed
-  fit, and compilation is most of a quick run's cost. Greedy grows its
-  basis at the λ it is trained at, so every λ costs a whole growth: it gets the coarser grid
+  method and data set (``path="warm", chains=4``, the fastest grid solver on CPU, README;
+  measured here, the 16-λ RankSVM grid at m = 2000 costs about 1.5 of its scalar fits).
+  ``--quick`` searches with one scalar fit per λ instead (``--search loop``): it then reuses the
+  compiled solver of the timed fit, and compilation is most of a quick run's cost. Greedy grows
+  its basis at the λ it is trained at, so every λ costs a whole growth: it gets the coarser grid
   ``log2 λ = −12, −9, …, 0`` (5 growths); a coarser grid can only cost it AUC. Ties in
   validation AUC go to the larger λ (as :func:`jaxrank.select_lambda`).
 
@@ -65,7 +66,7 @@ point (``mean(AUC_ranksvm − AUC_method) ≤ threshold``).
 
 Usage::
 
-    python bench/bases.py                  # 5 seeds, 3 KEEL sets x 3 splits (tens of minutes)
+    python bench/bases.py                  # 5 seeds, 3 KEEL sets x 3 splits (~35 min, 2 cores)
     python bench/bases.py --seeds 0 1 --datasets ecoli3 --splits 2
     python bench/bases.py --quick          # tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only
                                            # (smoke test, compile-bound)
