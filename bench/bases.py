@@ -19,10 +19,10 @@ ranksvm        every training row (RankSVM, seed 000 eq. 6)      m              
 
 (m, m+: rows and rare rows the model is fitted on.) Gaussian kernel with the paper's σ² (mean
 squared pairwise distance of the fitted rows), ε = 0.5, tol 1e-6, float32, as ``jaxrank.fit``
-defaults. ``nys-kmeans++`` selects its basis with :func:`jaxrank.bases.resolve_basis` (which needs
-``X``) and passes the indices to ``jaxrank.fit``; the seeding is part of its fit time. A linear
-ranker on :func:`jaxrank.nystrom_features` is not a separate row: by seed 003 Prop. 5 (eq. 42) it
-has exactly the decision values of the kernel ranker on the same landmarks (the same problem
+defaults; the landmark strategies are ``jaxrank.fit(basis="rare_first" | "kmeans++")``
+(:mod:`jaxrank.bases`), so the k-means++ seeding is part of that method's fit time. A linear
+ranker on :func:`jaxrank.nystrom_features` is not a separate row: by seed 003 Prop. 5 (eq. 42)
+it has exactly the decision values of the kernel ranker on the same landmarks (the same problem
 after a change of variables; ``tests/test_nystrom.py`` checks this to 1e-6), so it would repeat
 the ``nys-*`` rows.
 
@@ -92,7 +92,6 @@ import numpy as np
 
 import jaxrank
 from jaxrank import datasets, metrics
-from jaxrank.bases import resolve_basis
 
 DTYPE = "float32"
 T_OVERLAP = 0.75  # medium overlap (seed 000 Sec. 6.1)
@@ -229,12 +228,9 @@ def fit_method(name: str, X, y, lam, *, key, kappa: int = KAPPA):
     if name == "rank-rnd":
         return jaxrank.fit(X, y, lam, basis="random", n_basis=n, key=key, **opts)
     if name == "nys-rarefirst":
-        idx = resolve_basis("rare_first", pos, key=key, n_basis=n)
-        return jaxrank.fit(X, y, lam, basis=idx, **opts)
+        return jaxrank.fit(X, y, lam, basis="rare_first", n_basis=n, key=key, **opts)
     if name == "nys-kmeans++":
-        # jaxrank.fit(basis="kmeans++") does not pass X on to resolve_basis (yet)
-        idx = resolve_basis("kmeans++", pos, key=key, n_basis=n, X=X)
-        return jaxrank.fit(X, y, lam, basis=idx, **opts)
+        return jaxrank.fit(X, y, lam, basis="kmeans++", n_basis=n, key=key, **opts)
     if name == "greedy":
         return jaxrank.fit_greedy(X, y, lam, n_basis=n, key=key, kappa=kappa, dtype=DTYPE)
     return jaxrank.fit(X, y, lam, basis="all", **opts)  # ranksvm
