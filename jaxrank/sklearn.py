@@ -101,6 +101,15 @@ class _RankClassifier(ClassifierMixin, BaseEstimator):
         validated training rows and rare-class mask) for strategies that need them."""
         return {"basis": self._basis}
 
+    def _fit_model(self, X, pos, lam: float):
+        """The fitted :class:`~jaxrank.fit.RankModel` and its iteration count (``n_iter_``)."""
+        model = fit(
+            X, pos, lam, kernel=self._kernel(), eps=self.eps, loss=self.loss, tol=self.tol,
+            max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
+            **self._basis_options(X, pos),
+        )  # fmt: skip
+        return model, int(model.info.iterations)
+
     def fit(self, X, y):
         """Fit the ranker on ``X`` (taken as given) and two-valued labels ``y``.
 
@@ -125,12 +134,7 @@ class _RankClassifier(ClassifierMixin, BaseEstimator):
                 "lam must be one value here; tune it with GridSearchCV or "
                 "jaxrank.select.select_lambda."
             )
-        self.model_ = fit(
-            X, pos, float(lam[0]), kernel=self._kernel(), eps=self.eps, loss=self.loss,
-            tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
-            **self._basis_options(X, pos),
-        )  # fmt: skip
-        self.n_iter_ = int(self.model_.info.iterations)
+        self.model_, self.n_iter_ = self._fit_model(X, pos, float(lam[0]))
         self.classes_ = np.unique(y)
         self.pos_label_ = y[pos][0]
         scores = self.decision_function(X)
@@ -315,50 +319,21 @@ class SparseAUCClassifier(_RankClassifier):
         self.schedule = schedule
         self.random_state = random_state
 
-    def fit(self, X, y):
-        """Grow the basis and fit the ranker on ``X`` (taken as given) and two-valued ``y``.
-
-        The rare class is the one labelled ``+1``, ``1`` or ``True``; other label sets raise
-        ``ValueError``.
-
-        Returns:
-          self.
-        """
+    def _fit_model(self, X, pos, lam: float):
+        """Grow the basis (:func:`jaxrank.greedy.fit_greedy`); ``n_iter_`` counts greedy steps
+        (the final solve may take no Newton step)."""
         from jaxrank.greedy import fit_greedy
 
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        y_type = type_of_target(y, input_name="y")
-        if y_type != "binary":
-            raise ValueError(
-                "Only binary classification is supported (a biclass ranker); the type of the "
-                f"target is {y_type!r} ({np.unique(y).size} classes)."
-            )
-        pos = check_binary_labels(y)
-        lam, scalar = check_lam(self.lam)
-        if not scalar:
-            raise ValueError(
-                "lam must be one value here; tune it with GridSearchCV or "
-                "jaxrank.select.select_lambda."
-            )
         n_basis = -(-X.shape[0] // 10) if self.n_basis is None else self.n_basis
         seed = self.random_state
         if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
             seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
-        self.model_ = fit_greedy(
-            X, pos, float(lam[0]), n_basis=n_basis, kappa=self.kappa,
-            key=jax.random.key(int(seed)), kernel=self._kernel(), loss=self.loss, eps=self.eps,
-            schedule=self.schedule, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
-            dtype=self.dtype,
+        model = fit_greedy(
+            X, pos, lam, n_basis=n_basis, kappa=self.kappa, key=jax.random.key(int(seed)),
+            kernel=self._kernel(), loss=self.loss, eps=self.eps, schedule=self.schedule,
+            tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
         )  # fmt: skip
-        self.n_iter_ = self.model_.n_basis
-        self.classes_ = np.unique(y)
-        self.pos_label_ = y[pos][0]
-        scores = self.decision_function(X)
-        # the training-prevalence quantile, as in RankRCClassifier
-        n_low = int(np.sum(~pos)) if self.classes_[1] == self.pos_label_ else int(np.sum(pos))
-        self.threshold_ = float(np.sort(scores)[n_low - 1 : n_low + 1].mean())
-        return self
+        return model, model.n_basis
 
 
 def _key_from(random_state) -> jax.Array:
