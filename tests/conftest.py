@@ -4,7 +4,34 @@ x64 is switched on here, never by the library on import (DEVELOPERS.md): the ora
 1e-10, which needs float64, and strict promotion catches silent float32/float64 mixing.
 """
 
+import gc
+
 import jax
+import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# Every compiled XLA:CPU executable keeps ~3 memory mappings until its jit cache entry is
+# dropped. The suite compiles thousands of programs in one process; at Linux's default
+# vm.max_map_count (65530) the next compile crashes inside XLA (SIGSEGV / SIGABRT, seen after
+# ~800 s of the suite). Dropping the caches whenever the count gets high keeps the process far
+# below the limit; tests that need a warm cache (the no-recompile checks) run within one test.
+_MAX_MAPS = 20_000
+
+
+def _map_count() -> int | None:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:  # not Linux
+        return None
+
+
+@pytest.fixture(autouse=True)
+def _bounded_compile_cache():
+    yield
+    n = _map_count()
+    if n is not None and n > _MAX_MAPS:
+        jax.clear_caches()
+        gc.collect()

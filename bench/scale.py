@@ -1,0 +1,164 @@
+"""Scale targets of issue "Scale": the 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶.
+
+Data: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` (seed 000 Sec. 6.1 generator), float32,
+Gaussian kernel with the paper's σ², RankRC basis (|R| = m+), smoothed hinge ε = 0.5, tol 1e-6
+(``jaxrank.fit`` defaults). Each stage runs in its own subprocess, so its peak resident memory
+(``getrusage`` ``ru_maxrss``: data, kernel block, solver, compiled code, the Python process) is its
+own, and every call there is a cold start.
+
+Stages:
+
+* ``grid``: m = 10⁶, ρ = 0.1 % (m+ = 1000, the stored block is 10⁶ × 1000 float32 = 4 GB): the
+  paper's 16-λ grid ``log2 λ = −20, −18, …, 10`` in **one** ``jaxrank.fit_rankrc`` call
+  (``path="batch"``: vmapped trust-region Newton-CG, one matrix-matrix product per CG step).
+  The wall time is the whole call — kernel block, preconditioner, compilation and solve — as a
+  user sees it. Issue target: under 5 minutes on a 2-core CPU.
+* ``stream``: m = 4·10⁶, ρ = 0.1 % (m+ = 4000: the block would be 64 GB),
+  ``max_kernel_bytes=2**31``: the block is never stored; every product recomputes it in row
+  chunks. One λ (``--stream-lam``, default 2⁰, a value on the paper grid). Issue target: completes
+  with peak memory under 6 GB. Time per product is reported from the solver's counts (every
+  Newton step costs one value+gradient = 2 passes over the block, every CG step one Hv =
+  2 passes).
+
+Usage::
+
+    python bench/scale.py                    # both stages at full size (minutes; ~8 GB free)
+    python bench/scale.py --stages grid      # one stage
+    python bench/scale.py --quick            # m = 2·10⁴ / 4·10⁴, seconds (CI smoke test)
+
+Writes ``bench/out/scale.json`` (or ``--out``; ``--quick``: ``bench/out/scale_quick.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import _common as C
+import numpy as np
+
+GRID = 2.0 ** np.arange(-20, 11, 2)
+FULL = {"grid": 1_000_000, "stream": 4_000_000}
+QUICK = {"grid": 20_000, "stream": 40_000}
+RHO = 0.001
+TARGETS = {"grid": ("wall_s", 300.0), "stream": ("peak_rss_bytes", 6e9)}
+
+
+def _child(stage: str, m: int, lam: float, max_kernel_bytes: int) -> dict:
+    import jax
+
+    import jaxrank
+
+    t0 = time.perf_counter()
+    X, y = jaxrank.datasets.make_rare_class(m, RHO, 0.75, d=40, seed=0)
+    X = np.asarray(X, np.float32)
+    data_s = time.perf_counter() - t0
+    rss_data = C.current_rss_bytes()
+    lams = GRID if stage == "grid" else np.float32(lam)
+    kw = {} if stage == "grid" else {"max_kernel_bytes": max_kernel_bytes}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        model = jaxrank.fit_rankrc(X, y, lams, dtype="float32", **kw)
+        jax.block_until_ready(model.coef)
+        wall = time.perf_counter() - t0
+    info = jax.tree.map(lambda a: np.asarray(a).tolist(), model.info._asdict())
+    status = np.atleast_1d(np.asarray(model.info.status))
+    info["status"] = [jaxrank.solver.Status(int(s)).name for s in status]
+    n_pos = int(np.sum(y == 1))
+    out = {
+        "stage": stage,
+        "m": m,
+        "rho": RHO,
+        "m_pos": n_pos,
+        "d": 40,
+        "dtype": "float32",
+        "lams": np.atleast_1d(lams).tolist(),
+        "data_seconds": data_s,
+        "rss_after_data_bytes": rss_data,
+        "wall_s": wall,
+        "peak_rss_bytes": C.peak_rss_bytes(),
+        "block_bytes": m * n_pos * 4,
+        "info": info,
+        "warnings": [str(w.message)[:300] for w in caught],
+    }
+    if stage == "stream":
+        out["max_kernel_bytes"] = max_kernel_bytes
+        newton = int(np.sum(model.info.iterations))
+        cg = int(np.sum(model.info.cg_iterations))
+        passes = 2 * newton + 2 * cg
+        out["passes_over_block"] = passes
+        out["seconds_per_pass"] = wall / max(passes, 1)
+    return out
+
+
+def run(stages, sizes, lam, max_kernel_bytes) -> list[dict]:
+    results = []
+    for stage in stages:
+        cmd = [sys.executable, __file__, "--child", stage, "--m", str(sizes[stage])]
+        cmd += ["--stream-lam", repr(lam), "--max-kernel-bytes", str(max_kernel_bytes)]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            res = {"stage": stage, "m": sizes[stage], "error": proc.stderr[-3000:]}
+        else:
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+        res["process_seconds"] = time.perf_counter() - t0
+        key, limit = TARGETS[stage]
+        if key in res:
+            res["target"] = {"quantity": key, "limit": limit, "met": bool(res[key] < limit)}
+        results.append(res)
+        _print(res)
+    return results
+
+
+def _print(r: dict) -> None:
+    if "error" in r:
+        print(f"{r['stage']}: m={r['m']} FAILED\n{r['error']}")
+        return
+    iters = r["info"]["iterations"]
+    cg = r["info"]["cg_iterations"]
+    line = (
+        f"{r['stage']:6s} m={r['m']:>9,d} m+={r['m_pos']:>5d} λ×{len(r['lams'])}: "
+        f"wall {C.fmt_seconds(r['wall_s'])}, peak RSS {C.fmt_bytes(r['peak_rss_bytes'])} "
+        f"(block {C.fmt_bytes(r['block_bytes'])}), Newton max {max(np.atleast_1d(iters))}, "
+        f"CG max {max(np.atleast_1d(cg))}, status {sorted(set(r['info']['status']))}"
+    )
+    if "seconds_per_pass" in r:
+        line += f", {r['passes_over_block']} passes, {C.fmt_seconds(r['seconds_per_pass'])}/pass"
+    t = r.get("target")
+    if t:
+        line += f" -> target {t['quantity']} < {t['limit']:g}: {'met' if t['met'] else 'NOT met'}"
+    print(line, flush=True)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--stages", nargs="+", choices=list(FULL), default=list(FULL))
+    p.add_argument("--quick", action="store_true", help=f"tiny sizes {QUICK}")
+    p.add_argument("--stream-lam", type=float, default=1.0)
+    p.add_argument("--max-kernel-bytes", type=int, default=2**31)
+    p.add_argument("--m", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=list(FULL), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args(argv)
+    if a.child:
+        print(json.dumps(_child(a.child, a.m, a.stream_lam, a.max_kernel_bytes)))
+        return
+    sizes = QUICK if a.quick else FULL
+    # quick: a block small enough to store must still be streamed
+    mkb = 2**16 if a.quick else a.max_kernel_bytes
+    results = run(a.stages, sizes, a.stream_lam, mkb)
+    out = a.out or C.OUT_DIR / ("scale_quick.json" if a.quick else "scale.json")
+    C.write_json(out, {"benchmark": "scale", "env": C.env_info(), "quick": a.quick,
+                       "results": results})  # fmt: skip
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
