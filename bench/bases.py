@@ -507,6 +507,39 @@ def claims_text(claims: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown(result: dict) -> str:
+    """The result as markdown: the simulated table (Bayes ceiling in its title), one table per
+    KEEL set and issue 3's two claims (paired over seeds), as :func:`main` prints them."""
+    quick = " — QUICK" if result["settings"].get("quick") else ""
+    parts = []
+    sim = result.get("simulated")
+    if sim:
+        bayes = mean_se([r["bayes_test_auc"] for r in sim["runs"]])
+        g = sim["generator"]
+        parts.append(table(
+            f"Simulated (seed 000 Sec. 6.1, t = {g['t']}, ρ = {g['rho']}, m = {sim['m_train']}, "
+            f"test {sim['m_test']}, {len(sim['runs'])} seeds){quick}", sim["summary"],
+            list(sim["summary"]), f"Bayes test AUC {100 * bayes[0]:.1f}",
+        ))  # fmt: skip
+    for name, res in (result.get("keel") or {}).items():
+        r0 = res["runs"][0]
+        parts.append(table(
+            f"KEEL {name} ({res['rows']} rows, {res['rare']} rare, d = {res['d']}; training split "
+            f"m = {r0['m']}, m+ = {r0['m_pos']}; {res['splits']} splits){quick}",
+            res["summary"], list(res["summary"]),
+        ))  # fmt: skip
+    if result.get("keel_skipped"):
+        parts.append(f"\nKEEL sets skipped: {result['keel_skipped']}")
+    if result.get("claims"):
+        parts.append(claims_text(result["claims"]))
+    parts.append(
+        "\nTest AUC ×100, mean ± s.e. over seeds / splits; times are medians over them. The "
+        "claims are issue 3's (the papers give no number for this comparison)."
+    )
+    # "|R|" would split a markdown table cell
+    return "\n".join(parts).strip("\n").replace("|R|", "\\|R\\|")
+
+
 # ---------------------------------------------------------------------------- main
 
 

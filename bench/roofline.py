@@ -443,6 +443,87 @@ def print_all(results: list[dict], ls: list[int]) -> None:
         )
 
 
+def _md_cell(r: dict) -> str:
+    return f"{_s(r['time'])} ({r['per_pass']:.2f}{'' if r['at_roofline'] else ' ✗'})"
+
+
+def markdown(result: dict) -> str:
+    """The result as markdown: the one-λ products against one stream of the block, the batched
+    Hv / G@K over L λ, the cost per extra λ and the streamed-block overhead."""
+    st = result["settings"]
+    ok = [r for r in result["results"] if "error" not in r]
+    ls = [str(L) for L in st["lams_L"]]
+    lines = [
+        f"`make_rare_class(m, ρ, t={st['t']}, d={st['d']})`, RankRC basis, {st['dtype']}, "
+        f"λ = {st['lam']:.4g}{' — QUICK' if st.get('quick') else ''}. Cells: median time "
+        "(time / (passes × stream)); ✗ = not at roofline (> 2). stream = median of `jnp.sum(K)`, "
+        "one read of the block. No paper numbers: seed 000 (eq. 18-20) states the O(m m+) cost "
+        "per product that these times check; the README target is Hv / (K@v + g@K) ≤ 2.5.",
+        "",
+        "| m | \\|R\\| | K | stream | GB/s | K@v | g@K | Hv | value+grad | Hv / (K@v + g@K) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["results"]:
+        if "error" in r:
+            lines.append(f"| {r['m']:,} | failed: {r['error']} |" + " |" * 8)
+            continue
+        s1 = r["single"]
+        lines.append(
+            f"| {r['m']:,} | {r['n_basis']} | {C.fmt_bytes(r['K_bytes'])} "
+            f"| {_s(r['stream']['time'])} | {r['stream']['GBps']:.1f} | {_md_cell(s1['Kv'])} "
+            f"| {_md_cell(s1['gK'])} | {_md_cell(s1['hvp'])} | {_md_cell(s1['value_grad'])} "
+            f"| {s1['hvp/(Kv+gK)']:.2f} |"
+        )
+    for name, label in (("hvp", "Hv"), ("GK", "G@K (vmapped two-level rmatvec)")):
+        lines += [
+            "",
+            f"Batched {label} over L λ:",
+            "",
+            "| m | " + " | ".join(f"L = {L}" for L in ls) + " |",
+            "|---:|" + "---:|" * len(ls),
+        ]
+        for r in ok:
+            cells = [_md_cell(r["batched"][L][name]) if L in r["batched"] else "-" for L in ls]
+            lines.append(f"| {r['m']:,} | " + " | ".join(cells) + " |")
+    slopes = [r for r in ok if r.get("hvp_per_lambda")]
+    if slopes:
+        lines += [
+            "",
+            "Batched Hv time = intercept + slope · L (least squares):",
+            "",
+            "| m | intercept | per extra λ | / stream | / Hv(1) | Hv(L) / (L · Hv(1)) |",
+            "|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in slopes:
+            h = r["hvp_per_lambda"]
+            lines.append(
+                f"| {r['m']:,} | {_s(h['intercept'])} | {_s(h['slope'])} "
+                f"| {h['slope/stream']:.3f} | {h['slope/hvp1']:.3f} | "
+                + ", ".join(f"{v:.2f}" for v in h["hvpL/(L*hvp1)"].values())
+                + " |"
+            )
+    for r in ok:
+        sb = r.get("streamed")
+        if not sb:
+            continue
+        lines += [
+            "",
+            f"Streamed block at m = {r['m']:,} (the kernel recomputed in every product; building "
+            f"the stored block once takes {_s(sb['build'])}):",
+            "",
+            "| product | stored | streamed | streamed / stored | recompute / build |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for part in ("single", "batched"):
+            for name, v in sb[part].items():
+                label = name if part == "single" else f"{name} (L = {sb['L']})"
+                lines.append(
+                    f"| {label} | {_s(v['stored'])} | {_s(v['time'])} "
+                    f"| {v['streamed/stored']:.1f} | {v['recompute/build']:.2f} |"
+                )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------- main
 
 

@@ -137,6 +137,58 @@ def _print(r: dict) -> None:
     print(line, flush=True)
 
 
+def markdown(result: dict) -> str:
+    """The result as markdown: one row per stage (wall time, peak RSS against the block, solver
+    steps) with the issue's target beside."""
+    lines = [
+        "`make_rare_class(m, ρ = 0.1 %, t = 0.75, d = 40, seed = 0)`, RankRC basis (|R| = m+), "
+        "float32, tol 1e-6; each stage a cold start in its own process (compilation included)"
+        f"{' — QUICK' if result.get('quick') else ''}. Targets are the issue's; no paper number "
+        "(seed 000's largest run, Fig. 6, has 1.07·10⁶ rows).",
+        "",
+        "| stage | m | m+ | λ | wall | peak RSS | block | Newton (max) | CG (max) | statuses "
+        "| per pass | target | met |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
+    ]
+    for r in result["results"]:
+        if "error" in r:
+            err = r["error"].strip().splitlines()[-1][:150] if r["error"].strip() else "error"
+            lines.append(f"| {r['stage']} | {r['m']:,} | failed: {err} |" + " |" * 10)
+            continue
+        info = r["info"]
+        it = np.atleast_1d(info["iterations"])
+        cg = np.atleast_1d(info["cg_iterations"])
+        st = sorted(set(info["status"]))
+        t = r.get("target")
+        limit = "-"
+        if t:
+            q = t["quantity"]
+            limit = (
+                f"wall < {t['limit']:g} s" if q == "wall_s" else
+                f"peak RSS < {t['limit'] / 1e9:g} GB" if q == "peak_rss_bytes" else
+                f"{q} < {t['limit']:g}"
+            )  # fmt: skip
+        per_pass = (
+            f"{C.fmt_seconds(r['seconds_per_pass'])} × {r['passes_over_block']}"
+            if "seconds_per_pass" in r
+            else "-"
+        )
+        lines.append(
+            f"| {r['stage']} | {r['m']:,} | {r['m_pos']:,} | {len(r['lams'])} "
+            f"| {C.fmt_seconds(r['wall_s'])} | {C.fmt_bytes(r['peak_rss_bytes'])} "
+            f"| {C.fmt_bytes(r['block_bytes'])} | {int(it.max())} | {int(cg.max())} "
+            f"| {', '.join(st)} | {per_pass} | {limit} "
+            f"| {'-' if not t else ('yes' if t['met'] else '**no**')} |"
+        )
+    lines += [
+        "",
+        "block = m · m+ · 4 bytes, the kernel block a stored fit would hold; per pass = wall / "
+        "passes over the block (streamed stage: 2 per Newton and 2 per CG step).",
+    ]
+    # "|R|" would split a markdown table cell
+    return "\n".join(lines).replace("|R|", "\\|R\\|")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--stages", nargs="+", choices=list(FULL), default=list(FULL))

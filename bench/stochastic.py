@@ -226,6 +226,56 @@ def print_table(results: dict[str, dict], cmp: dict) -> None:
             print(f"warning ({method}): {msg}")
 
 
+def markdown(result: dict) -> str:
+    """The result as markdown: batch and stochastic RankRC side by side (times, steps, test
+    AUC, peak memory against the ``K_{·+}`` block) and the issue's done-when."""
+    st = result["settings"]
+    lines = [
+        f"`make_rare_class` (seed 000 Sec. 6.1, t = {st['t']}, d = {st['d']}), m = {st['m']:,}, "
+        f"ρ = {100 * st['rho']:g} %, test {st['m_test']:,} rows, λ = {st['lam']:.4g}, "
+        f"{st['dtype']}; stochastic: minibatches of {st['batch_size']} majority rows "
+        f"(seed 000 Sec. 7, extension 3: the paper gives no numbers); each method in its own "
+        f"process{' — QUICK' if st.get('quick') else ''}. Warm fit: median of {st['repeats']} "
+        "call(s) after the first.",
+        "",
+        "| method | first fit | warm fit | steps | objective | status | test AUC | peak RSS "
+        "| fit added | K_{·+} |",
+        "|---|---:|---:|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for method in METHODS:
+        r = result["results"].get(method)
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"| {method} | failed: {r['error'][:120]} |" + " |" * 8)
+            continue
+        i, mem = r["info"], r["memory"]
+        steps = (
+            f"{i['iterations']} Newton / {i['cg_iterations']} CG"
+            if method == "batch"
+            else f"{i['iterations']} ({r['history']['epochs']} epochs)"
+        )
+        lines.append(
+            f"| {method} | {C.fmt_seconds(r['time']['first'])} "
+            f"| {C.fmt_seconds(r['time']['median'])} | {steps} | {i['objective']:.6f} "
+            f"| {i['status']} | {100 * r['test_auc']:.2f} | {C.fmt_bytes(mem['peak_after_fits'])} "
+            f"| {C.fmt_bytes(mem['fit_added'])} ({mem['fit_added/K']:.2f}× K) "
+            f"| {C.fmt_bytes(mem['K_bytes'])} |"
+        )
+    c = result.get("comparison") or {}
+    if c:
+        lines += [
+            "",
+            f"Test AUC stochastic − batch: **{c['test_auc_diff_points']:+.2f} points** (done-when: "
+            f"within 1 point → {'met' if c['within_1_point'] else 'NOT met'}); objective "
+            f"{c['objective_rel_diff']:+.2e} relative; peak RSS stochastic / batch "
+            f"{c['peak_ratio_stochastic/batch']:.2f}; the stochastic fit added "
+            f"{c['stochastic_fit_added/K']:.2f}× the K_{{·+}} bytes (batch "
+            f"{c['batch_fit_added/K']:.2f}×).",
+        ]
+    return "\n".join(lines)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help=f"m = {QUICK_M} (CI smoke test)")

@@ -1,0 +1,295 @@
+"""Build ``RESULTS.md`` (repository root) from the committed full-size runs in ``bench/results/``.
+
+Convention: every benchmark script ``bench/<name>.py`` exposes ``markdown(result: dict) -> str``
+and its full-size run is committed as ``bench/results/<name>.json`` (a PNG beside it,
+``<name>.png`` or ``<name>_*.png``, is linked as an image). This script renders the sections of
+:data:`SECTIONS` in order; a section whose JSON is not there yet says so and gives the command
+that produces it. Nothing is measured here: the page is a pure function of the JSON files, so
+``--check`` can tell whether the committed ``RESULTS.md`` is up to date with them.
+
+Usage::
+
+    python bench/results.py            # rewrite RESULTS.md
+    python bench/results.py --check    # exit 1 if RESULTS.md differs from what the JSON gives
+    python bench/results.py --stdout   # print instead of writing
+
+Importing a bench module must have no side effects (no x64, no heavy work, no optional
+packages); ``tests/test_results.py`` checks that, and that ``--check`` passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS_DIR = BENCH / "results"
+RESULTS_MD = ROOT / "RESULTS.md"
+
+
+class Section(NamedTuple):
+    """One benchmark in RESULTS.md: heading, script (``bench/<name>.py``), one line on what it
+    shows, and the command that reproduces ``bench/results/<name>.json``."""
+
+    title: str
+    name: str
+    description: str
+    command: str
+
+
+def _copy(name: str) -> str:
+    return f"python bench/{name}.py && cp bench/out/{name}.json bench/results/"
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "All systems side by side (KEEL)",
+        "systems",
+        "Every system of the five papers and the sklearn baselines on the KEEL sets of seed 000 "
+        "Table 4: AUC, AM, QM, fit and predict time (issue 4).",
+        "python bench/systems.py --save",
+    ),
+    Section(
+        "Seed 000 Table 2 and Fig. 5: simulated data",
+        "table2",
+        "Test AUC of the eight methods of seed 000 Table 2 and True Bayes on the simulated "
+        "rare-class data (Sec. 6.1), the paper's numbers beside; Fig. 5, hinge ranking loss "
+        "against λ.",
+        "python bench/table2.py --save",
+    ),
+    Section(
+        "Seed 000 Tables 4 and 5: KEEL data",
+        "keel_tables",
+        "Test AUC and support-vector / basis counts on the six KEEL sets of seed 000 Sec. 6.2, "
+        "the paper's numbers beside.",
+        "python bench/keel_tables.py --save",
+    ),
+    Section(
+        "Seed 000 Fig. 6: large, very skewed data",
+        "fig6",
+        "RankRC, RANK-RND, RankSVM and a weighted SVM as the training set grows to 10⁶ rows.",
+        "python bench/fig6.py --save",
+    ),
+    Section(
+        "Seed 001 Tables 2-3: sparse kernel AUC",
+        "sparse_auc",
+        "The greedy sparse basis (matching pursuit) against full-kernel RankSVM: AUC and basis "
+        "size, the paper's numbers beside.",
+        "python bench/sparse_auc.py --save",
+    ),
+    Section(
+        "Seed 002: MIBC against a class-weighted SVM",
+        "mibc_keel",
+        "The moment-based classifier (MIBC) against LinearSVC(class_weight='balanced') on KEEL "
+        "yeast4 and abalone19: AUC and fit time, plus fit time against m.",
+        _copy("mibc_keel"),
+    ),
+    Section(
+        "Seed 003 Fig. 3: RankRC–RankSVM bounds",
+        "fig3_bounds",
+        "The projected-map bound (31) against the kernel-perturbation bound (46) as |R| grows.",
+        _copy("fig3_bounds") + " && cp bench/out/fig3_bounds.png bench/results/",
+    ),
+    Section(
+        "Seed 003 Fig. 5: multi-level RankRC",
+        "fig5_multilevel",
+        "Multi-level (ordinal) RankRC, MAUC and fit time as the training set grows.",
+        "python bench/fig5_multilevel.py --save",
+    ),
+    Section(
+        "Seed 004: DOPMID on satimage",
+        "dopmid_satimage",
+        "DOPMID-AM / -QM (cutting-plane structural SVM) against an unweighted linear hinge SVM "
+        "on KEEL satimage: AM, QM, F1, the AM gain beside seed 004's.",
+        _copy("dopmid_satimage"),
+    ),
+    Section(
+        "Hypothesis bases side by side",
+        "bases",
+        "Which basis R for the R-subset ranker: rare class, random, Nyström landmarks, greedy, "
+        "all rows (issue 3).",
+        _copy("bases"),
+    ),
+    Section(
+        "Stochastic against batch RankRC",
+        "stochastic",
+        "Minibatch RankRC (seed 000 Sec. 7) against the batch fit at m = 2·10⁵: test AUC and "
+        "peak memory.",
+        _copy("stochastic"),
+    ),
+    Section(
+        "Roofline of the solver's products",
+        "roofline",
+        "Each product of the Newton-CG solver against one pass over the kernel block, single and "
+        "batched over λ, stored and streamed.",
+        _copy("roofline"),
+    ),
+    Section(
+        "Batched λ grid against separate fits",
+        "grid_ratio",
+        "The 16-λ grid in one batched call against 16 separate fits at m = 10⁵ (issue 2).",
+        "python bench/grid_ratio.py 100000 0.01 2 && cp bench/out/grid_100000.json "
+        "bench/results/grid_ratio.json",
+    ),
+    Section(
+        "Scale targets",
+        "scale",
+        "The 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶ (issue 'Scale').",
+        _copy("scale"),
+    ),
+)
+
+HEADER = """\
+# jaxrank: benchmark and paper-reproduction results
+
+*Generated by `python bench/results.py` from the JSON of full-size runs committed in
+[`bench/results/`](bench/results/); do not edit by hand. `python bench/results.py --check`
+fails when this page is out of date with the JSON.*
+
+**Read the times with care.** Unless a section says otherwise, every number was measured on a
+shared 2-core CPU machine (no accelerator) while other jobs ran on it: times are medians of a
+few repeats and can be off by tens of percent (several-fold under heavy load); compare ratios
+measured within one run (batched / separate, method / baseline), not absolute times across
+sections. Accuracy numbers (AUC, AM, QM) do not depend on the load. Papers' numbers are given
+beside ours where the paper has one; the papers used other machines, other software and, in
+places, other data sizes (each section says which).
+"""
+
+
+def load_module(name: str):
+    """Import ``bench/<name>.py`` (bench/ on the path for ``_common`` and sibling imports)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    mod_name = f"_bench_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[mod_name]
+        raise
+    return mod
+
+
+def json_path(sec: Section) -> Path:
+    return RESULTS_DIR / f"{sec.name}.json"
+
+
+def images(sec: Section) -> list[Path]:
+    """PNGs beside the JSON: ``<name>.png`` and ``<name>_*.png``, sorted."""
+    pngs = {RESULTS_DIR / f"{sec.name}.png"} | set(RESULTS_DIR.glob(f"{sec.name}_*.png"))
+    return sorted(p for p in pngs if p.is_file())
+
+
+def is_quick(result: dict) -> bool:
+    settings = result.get("settings")
+    return bool(result.get("quick") or (isinstance(settings, dict) and settings.get("quick")))
+
+
+def provenance(result: dict) -> str:
+    """Where and when the run was measured, from its JSON (``env`` of bench/_common)."""
+    env = result.get("env")
+    if isinstance(env, dict):
+        commit = (env.get("git_commit") or "?")[:12] + (
+            "+dirty" if str(env.get("git_commit", "")).endswith("+dirty") else ""
+        )
+        parts = [
+            f"measured {env.get('time', '?')}",
+            f"{env.get('platform', '?')} ({env.get('device_kind', '?')}), "
+            f"{env.get('cpu_count', '?')} CPUs",
+            f"jax {env.get('jax', '?')}",
+            "x64" if env.get("x64") else "x64 off",
+            f"commit {commit}",
+        ]
+        return ", ".join(parts)
+    bits = [f"{k} {result[k]}" for k in ("device", "jax") if k in result]
+    return ", ".join(bits) if bits else "environment not recorded"
+
+
+class Rendered(NamedTuple):
+    text: str
+    error: str | None  # markdown() failure, if any
+
+
+def render_section(sec: Section, index: int) -> Rendered:
+    path = json_path(sec)
+    lines = [f'<a id="{sec.name}"></a>', f"## {index}. {sec.title}", "", sec.description, ""]
+    if not path.exists():
+        lines += [f"*Not yet run at full size:* `{sec.command}`", ""]
+        return Rendered("\n".join(lines), None)
+    rel = path.relative_to(ROOT).as_posix()
+    result = json.loads(path.read_text())
+    lines += [
+        f"Script `bench/{sec.name}.py`; data [`{rel}`]({rel}) ({provenance(result)}). "
+        f"Reproduce: `{sec.command}`",
+        "",
+    ]
+    if is_quick(result):
+        lines += ["**Warning: this JSON is a `--quick` run, not the full size.**", ""]
+    error = None
+    try:
+        body = load_module(sec.name).markdown(result).strip()
+    except Exception as exc:  # a broken section must not hide the others
+        error = f"{type(exc).__name__}: {exc}"
+        body = f"*`bench/{sec.name}.py` markdown() failed on this JSON: {error}*"
+    lines += [body, ""]
+    for png in images(sec):
+        prel = png.relative_to(ROOT).as_posix()
+        lines += [f"![{png.stem}]({prel})", ""]
+    return Rendered("\n".join(lines), error)
+
+
+def render() -> tuple[str, dict[str, str]]:
+    """The whole page and ``{name: error}`` for the sections whose markdown() failed."""
+    toc, bodies, errors = [], [], {}
+    for i, sec in enumerate(SECTIONS, 1):
+        r = render_section(sec, i)
+        state = "" if json_path(sec).exists() else " — *not yet run*"
+        toc.append(f"{i}. [{sec.title}](#{sec.name}){state}")
+        bodies.append(r.text)
+        if r.error:
+            errors[sec.name] = r.error
+    page = "\n".join([HEADER, "## Contents", "", *toc, "", *bodies]).rstrip("\n") + "\n"
+    return page, errors
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if RESULTS.md is out of date")
+    p.add_argument("--stdout", action="store_true", help="print the page instead of writing it")
+    p.add_argument("--out", type=Path, default=RESULTS_MD, help="page to write / check")
+    args = p.parse_args(argv)
+    page, errors = render()
+    for name, err in errors.items():
+        print(f"warning: bench/{name}.py markdown() failed: {err}", file=sys.stderr)
+    if args.check:
+        current = args.out.read_text() if args.out.exists() else ""
+        if current != page:
+            diff = difflib.unified_diff(
+                current.splitlines(), page.splitlines(), str(args.out), "rendered", lineterm="", n=1
+            )
+            print("\n".join(list(diff)[:60]))
+            print(f"\n{args.out} is out of date: run python bench/results.py", file=sys.stderr)
+            return 1
+        print(f"{args.out} is up to date ({len(SECTIONS)} sections)")
+        return 0
+    if args.stdout:
+        print(page, end="")
+    else:
+        args.out.write_text(page)
+        done = sum(json_path(s).exists() for s in SECTIONS)
+        print(f"wrote {args.out}: {done} of {len(SECTIONS)} sections with results")
+    return 2 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
