@@ -48,10 +48,12 @@ Protocol:
   at larger sizes** (recorded "stopped" with the size and time). The machines are shared 2-core
   CPUs: expect tens of percent of noise.
 
-Host BLAS: the scripts set ``OPENBLAS_NUM_THREADS=1`` unless it is set already (recorded in the
-JSON settings): on the shared, oversubscribed 2-core machines a threaded OpenBLAS ``eigh`` of a
-1000 × 1000 matrix — the spectral preconditioner that ``precondition="auto"`` builds on the host
-for |R| ≤ 2048 — took 7-15 s instead of 0.9 s single-threaded.
+Host BLAS: ``main`` pins it to one thread (threadpoolctl) unless ``OPENBLAS_NUM_THREADS`` is
+set (recorded in the JSON settings; the saved fig6 run predates it and ran with threaded BLAS —
+only its m = 10⁶ fits had |R| = 1000, one such eigh each): on the shared,
+oversubscribed 2-core machines a threaded OpenBLAS ``eigh`` of a 1000 × 1000 matrix — the
+spectral preconditioner that ``precondition="auto"`` builds on the host for |R| ≤ 2048 — took
+7-15 s instead of 0.9 s single-threaded.
 
 Usage::
 
@@ -76,7 +78,6 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # host BLAS: see module notes
 
 import _common as C
 import jax
@@ -620,8 +621,23 @@ def parse_args(argv=None):
     return args, cfg
 
 
+def limit_blas() -> str | None:
+    """Pin host BLAS to one thread unless ``OPENBLAS_NUM_THREADS`` is set (module notes: a
+    threaded OpenBLAS on the oversubscribed shared machines made the host ``eigh`` of the
+    spectral preconditioner 7-15x slower). Called by ``main`` (importing has no side effects)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        return os.environ["OPENBLAS_NUM_THREADS"]
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    threadpool_limits(1, user_api="blas")
+    return "1"
+
+
 def main(argv=None) -> int:
     args, cfg = parse_args(argv)
+    blas = limit_blas()
     env = C.env_info()
     print(f"jaxrank {NAME}: {env['platform']} ({env['device_kind']}), {env['cpu_count']} CPUs; "
           f"sizes {cfg['sizes']}", flush=True)  # fmt: skip
@@ -633,7 +649,7 @@ def main(argv=None) -> int:
         "settings": {
             **cfg,
             "dtype": DTYPE,
-            "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "openblas_num_threads": blas,
             "rho_eval": RHO_EVAL,
             "kernel": "gaussian, σ² = mean squared pairwise distance of the training rows; "
             "SVC gamma = 1/σ²",

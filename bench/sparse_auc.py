@@ -31,10 +31,11 @@ protocol.
 Timing: ``fit`` is the wall time of the fit at the chosen λ on the training split (first call,
 then the median of ``--repeats`` more, as bases.py); ``select`` the λ search.
 
-Host BLAS: the scripts set ``OPENBLAS_NUM_THREADS=1`` unless it is set already (recorded in the
-JSON settings): on the shared, oversubscribed 2-core machines a threaded OpenBLAS ``eigh`` of a
-1000 × 1000 matrix — the spectral preconditioner that ``precondition="auto"`` builds on the host
-for |R| ≤ 2048 — took 7-15 s instead of 0.9 s single-threaded.
+Host BLAS: ``main`` pins it to one thread (threadpoolctl) unless ``OPENBLAS_NUM_THREADS`` is
+set (recorded in the JSON settings; the saved runs set it through that variable): on the shared,
+oversubscribed 2-core machines a threaded OpenBLAS ``eigh`` of a 1000 × 1000 matrix — the
+spectral preconditioner that ``precondition="auto"`` builds on the host for |R| ≤ 2048 — took
+7-15 s instead of 0.9 s single-threaded.
 
 Usage::
 
@@ -57,7 +58,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # host BLAS: see module notes
 
 import _common as C
 import bases as B
@@ -256,8 +256,23 @@ def parse_args(argv=None):
     return args, cfg
 
 
+def limit_blas() -> str | None:
+    """Pin host BLAS to one thread unless ``OPENBLAS_NUM_THREADS`` is set (module notes: a
+    threaded OpenBLAS on the oversubscribed shared machines made the host ``eigh`` of the
+    spectral preconditioner 7-15x slower). Called by ``main`` (importing has no side effects)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        return os.environ["OPENBLAS_NUM_THREADS"]
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    threadpool_limits(1, user_api="blas")
+    return "1"
+
+
 def main(argv=None) -> int:
     args, cfg = parse_args(argv)
+    blas = limit_blas()
     env = C.env_info()
     print(f"jaxrank {NAME}: {env['platform']}, {env['cpu_count']} CPUs; sets {cfg['datasets']} "
           f"x {cfg['splits']} splits", flush=True)  # fmt: skip
@@ -280,7 +295,7 @@ def main(argv=None) -> int:
                 "ranksvm": "jaxrank.fit(basis='all'), smoothed hinge ε = 0.5",
             },
             "dtype": B.DTYPE,
-            "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "openblas_num_threads": blas,
             "kernel": "gaussian, σ² = mean squared pairwise distance of the fitted rows",
             "test_frac": B.TEST_FRAC,
             "val_frac": B.VAL_FRAC,
