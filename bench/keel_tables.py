@@ -85,6 +85,14 @@ Usage::
 
     python bench/keel_tables.py --save --max-minutes 50   # the six sets; + bench/results/
     python bench/keel_tables.py --merge a.json b.json --out c.json --save  # join two runs
+
+The saved ``bench/results/keel_tables.*`` (load ~12–17 on 2 cores) is ``--merge`` of three runs
+side by side (``merged_from`` in the JSON): (a) ``--save --max-minutes 50 --resume`` a first
+run (its finished RANK-RC / KNN cells on ecoli3, vowel0, yeast4, abalone19, fitted with the
+default preconditioner before the float32 divergence was found; page-blocks0 KNN); (b)
+``--datasets yeast4 abalone19 page-blocks0 satimage vowel0 --methods svm svm-w svm-rus rank-rnd
+xgboost svm-smt rank-svm --max-minutes 42``; (c) ``--datasets ecoli3 vowel0`` with the same
+methods, ``--max-minutes 33``. Wall clock 16:38–17:55, 77 min in all.
     python bench/keel_tables.py --render bench/results/keel_tables.json  # tables, PNG again
     python bench/keel_tables.py --datasets ecoli3 --splits 3 --folds 5
     python bench/keel_tables.py --quick           # ecoli3, 2 splits, 3-fold CV, coarse grids
@@ -660,7 +668,13 @@ def markdown(result: dict) -> str:
     st = result.get("settings", {})
     env = result.get("env", {})
     run_line = ""
-    if "seconds" in result:
+    if result.get("merged_from"):
+        parts = ", ".join(f"{(p.get('seconds') or 0) / 60:.0f}" for p in result["merged_from"])
+        run_line = (
+            f" Run: {len(result['merged_from'])} runs side by side on {env.get('cpu_count', '?')}"
+            f" CPUs ({env.get('platform', '?')}), merged; {parts} min each."
+        )
+    elif "seconds" in result:
         budget = st.get("max_minutes")
         run_line = (
             f" Run: {result['seconds'] / 60:.0f} min on {env.get('cpu_count', '?')} CPUs "
@@ -710,6 +724,15 @@ def markdown(result: dict) -> str:
                 ours += f" [{sm['active_mean']:.0f}]"
             cells.append(f"{ours} / {pap if pap is not None else '—'}")
         lines.append(f"| {res.get('paper_name', s)} (`{s}`) | " + " | ".join(cells) + " |")
+    pre = {}  # rankers' CG preconditioner per cell (resumed cells may differ)
+    for s in sets:
+        for r in keel[s].get("runs", []):
+            for m, rec in r["methods"].items():
+                if "precondition" in rec:
+                    pre.setdefault(rec["precondition"], set()).add(f"{s} {LABELS[m]}")
+    if len(pre) > 1:
+        lines += ["", "Rankers' CG preconditioner (``jaxrank.fit(precondition=...)``) by cell:"]
+        lines += [f"- `{k}`: {', '.join(sorted(v))}" for k, v in sorted(pre.items())]
     check = rankrc_check(result)
     if check:
         n_in = sum(c["within"] for c in check.values())
@@ -744,7 +767,7 @@ def plot(result: dict, path: Path) -> Path:
 
     keel = result["keel"]
     sets = [s for s in SETS if s in keel]
-    methods = [m for m in METHODS if any(m in keel[s]["summary"] for s in sets)]
+    methods = [m for m in METHODS if any(m in keel[s]["plan"] for s in sets)]
     fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(sets)), 4.5))
     width = 0.8 / max(1, len(methods))
     cmap = plt.get_cmap("tab10")
@@ -752,16 +775,16 @@ def plot(result: dict, path: Path) -> Path:
     for j, m in enumerate(methods):
         xs, ys, es, ps = [], [], [], []
         for i, s in enumerate(sets):
+            x = i - 0.4 + width * (j + 0.5)
+            pap = PAPER_AUC.get(s, {}).get(m)
+            if pap:  # the paper's value, also where this run has none
+                ps.append((x, pap[0]))
             sm = keel[s]["summary"].get(m)
             if sm is None:
                 continue
-            x = i - 0.4 + width * (j + 0.5)
             xs.append(x)
             ys.append(sm["test_auc_mean"])
             es.append(0.0 if math.isnan(sm["test_auc_se"]) else sm["test_auc_se"])
-            pap = PAPER_AUC.get(s, {}).get(m)
-            if pap:
-                ps.append((x, pap[0]))
         lo = min(lo, *(y - e for y, e in zip(ys, es, strict=True)), *(p for _, p in ps))
         ax.bar(xs, ys, width, yerr=es, capsize=2, color=cmap(j % 10), label=LABELS[m])
         if ps:
