@@ -187,7 +187,7 @@ def hessian_diagonal(
          b.reshape(C, block)),
     )  # fmt: skip
     reg = jnp.asarray(lam, dt) * jnp.diag(Krr)
-    data = 2 * jnp.asarray(loss.q, dt) / (n_pos * n_neg) * jnp.sum(parts, axis=0)
+    data = 2 * jnp.asarray(loss.q, dt) / float(n_pos * n_neg) * jnp.sum(parts, axis=0)
     return reg + jnp.maximum(data, 0)
 
 
@@ -256,7 +256,8 @@ def pair_curvature(w: pairwise.Windows, loss: PiecewiseQuadratic, n_pairs: int) 
     leading batch axes (e.g. the per-level windows of the multi-level objective), all summed.
     """
     nq = jnp.sum((w.b - w.a).astype(w.sp.dtype))
-    return 2 * loss.q * nq / n_pairs
+    # n_pairs passes 2³¹ from m ≈ 3·10⁶ at ρ = 0.1 %: a float, not an int32 argument
+    return 2 * loss.q * nq / jnp.asarray(n_pairs, nq.dtype)
 
 
 def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384) -> np.ndarray:

@@ -71,3 +71,25 @@ def test_float32_fit_with_outliers_converges():
         assert np.all(np.isfinite(np.asarray(model.coef)))
         worst = max(worst, float(np.max(model.info.grad_norm)))
     assert worst < 1e-3
+
+
+def test_pair_counts_beyond_int32_without_x64():
+    """m = 4·10⁶ at ρ = 0.1 % has 1.6·10¹⁰ pairs: past int32, the default integer without x64
+    (the streamed 4·10⁶-row fit failed with an OverflowError before)."""
+    from jaxrank import pairwise
+    from jaxrank.fit import pair_curvature
+    from jaxrank.losses import smoothed_hinge
+
+    n_pos, n_neg = 4000, 3_996_000
+    with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
+        sp = jnp.zeros(n_pos, jnp.float32)
+        fn = jnp.zeros(8, jnp.float32)
+        full = jnp.full(8, n_pos, jnp.int32)
+        w = pairwise.Windows(
+            order=jnp.arange(n_pos, dtype=jnp.int32), sp=sp, fn=fn, a=jnp.zeros(8, jnp.int32),
+            b=full, active=jnp.ones(8, bool), nl=jnp.zeros(n_pos, jnp.int32),
+            nq=jnp.full(n_pos, 8, jnp.int32),
+        )  # fmt: skip
+        loss = smoothed_hinge(0.5)
+        c = jax.jit(pair_curvature, static_argnums=2)(w, loss, n_pos * n_neg)
+    np.testing.assert_allclose(float(c), 2 * float(loss.q) * 8 * n_pos / (n_pos * n_neg), rtol=1e-5)
