@@ -39,8 +39,11 @@ import time
 import warnings
 from pathlib import Path
 
-import _common as C
 import numpy as np
+
+# the working tree's jaxrank, not whatever copy an editable install points at
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _common as C
 
 GRID = 2.0 ** np.arange(-20, 11, 2)
 FULL = {"grid": 1_000_000, "stream": 4_000_000}
