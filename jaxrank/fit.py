@@ -51,7 +51,7 @@ from jaxrank import pairwise
 from jaxrank._validation import check_cast, check_lam, check_positive, check_X, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import PiecewiseQuadratic, get_loss
-from jaxrank.solver import SolverInfo, Status, trust_ncg
+from jaxrank.solver import SolverInfo, Status, trust_ncg, trust_ncg_grid
 
 __all__ = [
     "ConvergenceWarning",
@@ -61,7 +61,9 @@ __all__ = [
     "fit_rankrc",
     "fit_ranksvm",
     "fit_rows",
+    "grid_stages",
     "hessian_diagonal",
+    "keep_transpose",
     "moment_gram",
     "objective_closures",
     "pair_curvature",
@@ -164,6 +166,7 @@ def hessian_diagonal(
       ``(|R|,)``, floored at ``λ diag K_RR`` (it is a sum of non-negative terms; the floor only
       absorbs rounding).
     """
+    K = K.K if isinstance(K, _kernels.DualBlock) else K
     dt = K.dtype
     nb = K.shape[1]
     pad = K.shape[0] - n_pos - n_neg
@@ -327,14 +330,17 @@ class _Biclass:
 
 @functools.partial(
     jax.jit,
-    static_argnames=("layout", "block", "max_iter", "max_cg", "path", "chains", "precondition"),
-)
+    static_argnames=(
+        "layout", "block", "max_iter", "max_cg", "path", "chains", "precondition", "stages",
+    ),
+)  # fmt: skip
 def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_iter, max_cg,
-           path, chains, precondition):  # fmt: skip
+           path, chains, precondition, stages=None):  # fmt: skip
     """The λ-grid solver shared by every R-subset objective; ``layout.closures`` gives
-    ``(fun, hvp)`` for one λ (biclass here, multi-level in :mod:`jaxrank.multilevel`)."""
+    ``(fun, hvp)`` for one λ (biclass here, multi-level in :mod:`jaxrank.multilevel`).
+    ``stages``: batch sizes of the batched path (:func:`~jaxrank.solver.trust_ncg_grid`)."""
 
-    def single(lam, b0):
+    def make(lam):
         fun, hvp = layout.closures(K, Krr, lam, loss, block, precondition == "jacobi")
         if precondition == "cholesky":
             # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
@@ -348,19 +354,24 @@ def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_it
             precond = lambda lin, r: r / lin[1]
         else:
             precond = None
-        return trust_ncg(fun, hvp, b0, tol=tol, floor=floor, max_iter=max_iter,
-                         max_cg=max_cg, precond=precond)  # fmt: skip
+        return fun, hvp, precond
 
+    opts = dict(tol=tol, floor=floor, max_iter=max_iter, max_cg=max_cg)
     if path == "batch":
-        return jax.vmap(single)(lams, beta0)
+        return trust_ncg_grid(make, lams, beta0, stages=stages, **opts)
 
     # Warm path: λ sorted from large to small, cut into steps of `chains` consecutive values;
     # the members of a step are solved batched (similar λ, so similar iteration counts) and
     # each starts from the solution of the member `chains` places before it.
-    solve_row = single if chains == 1 else jax.vmap(single)
+    def single(lam, b0):
+        fun, hvp, precond = make(lam)
+        return trust_ncg(fun, hvp, b0, precond=precond, **opts)
 
     def step(b, lam_row):
-        beta, info = solve_row(lam_row, b)
+        if chains == 1:
+            beta, info = single(lam_row, b)
+        else:
+            beta, info = trust_ncg_grid(make, lam_row, b, **opts)
         return beta, (beta, info)
 
     rows = lams.reshape(-1, chains) if chains > 1 else lams
@@ -368,6 +379,24 @@ def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_it
     _, (betas, infos) = jax.lax.scan(step, start, rows)
     flat = lambda a: a.reshape(-1, *a.shape[2:]) if chains > 1 else a
     return flat(betas), jax.tree.map(flat, infos)
+
+
+#: Smallest kernel block (bytes) for which a batched grid shrinks its batch as λ converge.
+STAGED_MIN_BYTES = 2**26
+
+
+def grid_stages(L: int, block_bytes: int) -> tuple[int, ...] | None:
+    """Batch sizes for a batched λ grid of ``L`` values (:func:`~jaxrank.solver.trust_ncg_grid`).
+
+    Shrinking the batch pays where a step's products dominate, i.e. a large kernel block; each
+    stage compiles its own copy of the solver loop, so small problems (compile-bound) keep one.
+    """
+    if L < 8 or block_bytes < STAGED_MIN_BYTES:
+        return None
+    sizes = [L]
+    while sizes[-1] > 1:
+        sizes.append(max(1, sizes[-1] // 4))
+    return tuple(sizes)
 
 
 def _choose_dtype(X: np.ndarray, dtype) -> np.dtype:
@@ -744,6 +773,14 @@ def fit_rows(
     else:
         K = _kernels.kernel_block(kernel, Xo, B, padded=True, multiple=block)
     del Xo
+    L = lams.size
+    chains = 1 if path == "batch" else min(int(chains), L)
+    if (
+        not streamed
+        and mesh is None
+        and keep_transpose(K, L if path == "batch" else chains, block_bytes, limit, memory_budget)
+    ):
+        K = _kernels.dual_block(K)
     Krr = psd_gram(kernel(B, B))
     precondition = resolve_precondition(precondition, layout, nb, streamed=streamed)
     if precondition == "spectral":
@@ -758,8 +795,6 @@ def fit_rows(
     depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)
     floor = float(np.finfo(dt).eps) * depth * max(kmax, 1.0)
 
-    L = lams.size
-    chains = 1 if path == "batch" else min(int(chains), L)
     if path == "warm":
         sort = np.argsort(-lams, kind="stable")
         # pad with the smallest λ to whole steps of `chains`; the copies are dropped below
@@ -781,6 +816,7 @@ def fit_rows(
         jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),
         jnp.asarray(floor, dt), layout=layout, block=block, max_iter=int(max_iter),
         max_cg=int(max_cg), path=path, chains=chains, precondition=precondition,
+        stages=grid_stages(L, block_bytes) if path == "batch" else None,
     )  # fmt: skip
     unsort = np.argsort(sort[:L])
     betas = betas[unsort]
@@ -800,6 +836,25 @@ def fit_rows(
         loss=loss,
         eps=float(eps),
     )
+
+
+#: Fewest λ columns per batched product for which a fit keeps ``Kᵀ`` too (:func:`keep_transpose`).
+DUAL_MIN_COLUMNS = 4
+
+
+def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget) -> bool:
+    """Whether a fit keeps the block in both layouts (:class:`~jaxrank.kernels.DualBlock`).
+
+    Only where it pays and fits: a batched solve with at least :data:`DUAL_MIN_COLUMNS` λ
+    columns per product, on CPU (GPU matrix-multiply libraries run ``G @ K`` at the speed of
+    ``K @ V``), and with both copies within ``max_kernel_bytes`` and the memory budget.
+    """
+    if columns < DUAL_MIN_COLUMNS:
+        return False
+    if any(d.platform != "cpu" for d in K.devices()):
+        return False
+    budget = _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
+    return 2 * block_bytes <= min(limit, budget)
 
 
 def _warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:

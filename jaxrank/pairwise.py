@@ -84,22 +84,50 @@ def _flat_take(x: jax.Array, idx: jax.Array) -> jax.Array:
 
 
 def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
-    # Per row b: #{k : sorted_rows[b, k] < q[b, j]} (numpy's side="left"), by bisection with
-    # flat gathers; ceil(log2(n + 1)) steps over all B·N queries.
+    # Per row b: #{k : sorted_rows[b, k] < q[b, j]} (numpy's side="left"), exactly.
+    #
+    # Bucket first, then bisect inside one bucket. ``bucket`` maps a value to one of ``nk``
+    # equal-width cells over the row's range; it is monotone (a float subtraction, a product
+    # with a positive scale and a floor never reverse an order), so every sorted value in a
+    # lower cell than q is < q and every one in a higher cell is ≥ q: the answer lies in the
+    # index range of q's own cell, ``[start[c], start[c + 1]]``. With ~4 cells per sorted
+    # value that range holds a few values, so the bisection over it (a while loop until every
+    # range is closed) takes a few steps instead of log2(n) over the whole row: 3-4x faster on
+    # CPU for a λ grid at m = 10⁵ (the score-space sort of each Newton step, DESIGN §5).
     B, n = sorted_rows.shape
+    dt = sorted_rows.dtype
+    nk = 4 * n
+    first, last = sorted_rows[:, :1], sorted_rows[:, -1:]
+    width = last - first
+    scale = jnp.where(width > 0, nk / jnp.where(width > 0, width, 1), 0).astype(dt)
+    scale = jnp.where(jnp.isfinite(scale), scale, 0)
+
+    def bucket(v):
+        c = jnp.floor((v - first) * scale)
+        # NaN (a diverged iterate) goes to cell 0: the answer is then any index, not a crash
+        c = jnp.where(jnp.isnan(c), 0, c)
+        return jnp.clip(c, 0, nk - 1).astype(jnp.int32)
+
+    cell_off = _offsets(B, nk + 1)
+    counts = jax.ops.segment_sum(
+        jnp.ones((B * n,), jnp.int32), (bucket(sorted_rows) + 1 + cell_off).ravel(),
+        num_segments=B * (nk + 1),
+    )  # fmt: skip
+    start = jnp.cumsum(counts.reshape(B, nk + 1), axis=-1)  # start[c] = #{k : cell_k < c}
+    cq = bucket(q)
+    lo = _flat_take(start, cq)
+    hi = _flat_take(start, cq + 1)
     flat = sorted_rows.ravel()
     off = _offsets(B, n)
-    lo = jnp.zeros(q.shape, jnp.int32)
-    hi = jnp.full(q.shape, n, jnp.int32)
 
-    def step(_, lohi):
+    def step(lohi):
         lo, hi = lohi
+        open_ = lo < hi
         mid = (lo + hi) // 2
-        go_right = flat[jnp.minimum(mid, n - 1) + off] < q
-        go_right = go_right & (lo < hi)
-        return jnp.where(go_right, mid + 1, lo), jnp.where(go_right | (lo >= hi), hi, mid)
+        go_right = (flat[jnp.minimum(mid, n - 1) + off] < q) & open_
+        return jnp.where(go_right, mid + 1, lo), jnp.where(go_right | ~open_, hi, mid)
 
-    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), step, (lo, hi))
+    lo, _ = jax.lax.while_loop(lambda lohi: jnp.any(lohi[0] < lohi[1]), step, (lo, hi))
     return lo
 
 

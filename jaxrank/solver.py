@@ -27,13 +27,14 @@ exceptions, so the loop vmaps over a batch of problems (a λ grid) and jit-compi
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["SolverInfo", "Status", "trust_ncg"]
+__all__ = ["SolverInfo", "Status", "trust_ncg", "trust_ncg_grid"]
 
 
 class Status(enum.IntEnum):
@@ -100,8 +101,12 @@ def _to_boundary(zmz, zmd, dmd, radius):
     return (disc - zmd) / dmd
 
 
-def _steihaug(hvp_fn, precond, g, radius, max_cg):
-    """Approximately minimise ``gᵀs + ½ sᵀHs`` over ``||s||_M ≤ radius`` (N&W Alg. 7.2)."""
+def _steihaug(hvp_fn, precond, g, radius, max_cg, active=True):
+    """Approximately minimise ``gᵀs + ½ sᵀHs`` over ``||s||_M ≤ radius`` (N&W Alg. 7.2).
+
+    ``active = False`` takes no CG step: under ``jax.vmap`` a finished member of a batch still
+    runs the loop body, and its CG steps would hold the whole batch's inner loop.
+    """
     dt = g.dtype
     gnorm = jnp.linalg.norm(g)
     tol = jnp.minimum(jnp.asarray(0.5, dt), jnp.sqrt(gnorm)) * gnorm
@@ -110,7 +115,7 @@ def _steihaug(hvp_fn, precond, g, radius, max_cg):
     zero = jnp.zeros_like(g)
     init = _CG(
         z=zero, hz=zero, r=g, y=y0, d=-y0, ry=ry0, zmz=jnp.zeros((), dt),
-        zmd=jnp.zeros((), dt), dmd=ry0, j=jnp.zeros((), jnp.int32), done=gnorm <= tol,
+        zmd=jnp.zeros((), dt), dmd=ry0, j=jnp.zeros((), jnp.int32), done=(gnorm <= tol) | ~active,
     )  # fmt: skip
     bounded = jnp.isfinite(radius)
 
@@ -185,68 +190,176 @@ def trust_ncg(
       >>> bool(jnp.allclose(A @ x, b, atol=1e-5)), int(info.status)
       (True, 0)
     """
-    precond = precond if precond is not None else (lambda lin, r: r)
+    opts = dict(tol=tol, floor=floor, max_iter=max_iter)
+    init = _init(fun, x0, **opts)
+    out = jax.lax.while_loop(
+        _running, lambda st: _step(fun, hvp, precond, st, max_cg=max_cg, eta=eta, **opts), init
+    )
+    return out.x, _info(out)
+
+
+def trust_ncg_grid(
+    make: Callable[[Any], tuple[Callable, Callable, Callable | None]],
+    params: Any,
+    x0: jax.Array,
+    *,
+    stages: tuple[int, ...] | None = None,
+    tol: float | jax.Array = 1e-6,
+    floor: float | jax.Array = 0.0,
+    max_iter: int = 200,
+    max_cg: int = 25,
+    eta: float = 0.15,
+) -> tuple[jax.Array, SolverInfo]:
+    """:func:`trust_ncg` over a batch of problems, shrinking the batch as members finish.
+
+    ``jax.vmap(trust_ncg)`` runs every member until the slowest converges, and each step costs
+    the whole batch: on a λ grid the smallest λ needs several times the steps of the largest,
+    so most of the late work is spent on finished members. Here the batch is solved in
+    ``stages`` of decreasing (static) sizes: when no more members run than the next stage
+    holds, the running ones are gathered into that smaller batch (finished ones are set
+    aside), so late steps cost a few columns instead of all. Inside a stage, a finished member
+    takes no CG step. The result equals the vmapped solver's member by member.
+
+    Args:
+      make: ``p -> (fun, hvp, precond)`` for the problem with parameters ``p`` (arguments as
+        :func:`trust_ncg`; ``precond`` may be ``None``).
+      params: a pytree of per-member parameters, leading axis ``L`` (e.g. a λ grid).
+      x0: ``(L, n)`` starting points.
+      stages: decreasing batch sizes, the first ``L`` (static); ``None``: ``(L,)``, one stage.
+      tol, floor, max_iter, max_cg, eta: as :func:`trust_ncg`.
+
+    Returns:
+      ``(x, info)``: ``(L, n)`` solutions and a :class:`SolverInfo` with fields of shape ``(L,)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> A = jnp.array([[3.0, 1.0], [1.0, 2.0]]); b = jnp.array([1.0, 1.0])
+      >>> def make(c):  # minimise ½ xᵀ(A + cI)x − bᵀx
+      ...     H = A + c * jnp.eye(2)
+      ...     fun = lambda x: (0.5 * x @ H @ x - b @ x, H @ x - b, None)
+      ...     return fun, (lambda _, v: H @ v), None
+      >>> x, info = trust_ncg_grid(make, jnp.array([0.0, 1.0, 10.0]), jnp.zeros((3, 2)),
+      ...                          stages=(3, 1))
+      >>> bool(jnp.allclose((A + 10 * jnp.eye(2)) @ x[2], b, atol=1e-5)), info.status.tolist()
+      (True, [0, 0, 0])
+    """
+    L = x0.shape[0]
+    stages = (L,) if stages is None else tuple(int(s) for s in stages)
+    if stages[0] != L or any(b >= a for a, b in itertools.pairwise(stages)) or (stages[-1] < 1):
+        raise ValueError(f"stages must decrease from the batch size {L}, got {stages}.")
+    opts = dict(tol=tol, floor=floor, max_iter=max_iter)
+
+    def init1(p, x):
+        return _init(make(p)[0], x, **opts)
+
+    def step1(p, st):
+        fun, hvp, precond = make(p)
+        return _step(fun, hvp, precond, st, max_cg=max_cg, eta=eta, **opts)
+
+    states = jax.vmap(init1)(params, x0)
+    final = states
+    slot = jnp.arange(L)  # the member each slot of the current stage holds
+    for k, _ in enumerate(stages):
+        nxt = stages[k + 1] if k + 1 < len(stages) else 0
+
+        def cond(st, nxt=nxt):
+            run = _running(st)
+            return jnp.any(run) & (jnp.sum(run) > nxt)
+
+        def body(st, params=params):
+            run = _running(st)
+            new = jax.vmap(step1)(params, st)
+            keep = lambda a, b: jnp.where(run.reshape(-1, *(1,) * (a.ndim - 1)), a, b)
+            return jax.tree.map(keep, new, st)
+
+        states = jax.lax.while_loop(cond, body, states)
+        final = jax.tree.map(lambda f, s, slot=slot: f.at[slot].set(s), final, states)
+        if nxt:
+            # running members first (a stable sort keeps their order), then finished fillers
+            sel = jnp.argsort(~_running(states), stable=True)[:nxt]
+            states, params = jax.tree.map(lambda a, sel=sel: a[sel], (states, params))
+            slot = slot[sel]
+    return final.x, _info(final)
+
+
+def _running(st: _State) -> jax.Array:
+    return st.status == Status.RUNNING
+
+
+def _info(st: _State) -> SolverInfo:
+    return SolverInfo(
+        objective=st.value,
+        grad_norm=jnp.max(jnp.abs(st.grad), axis=-1),
+        iterations=st.iterations,
+        cg_iterations=st.cg_iterations,
+        status=st.status,
+    )
+
+
+def _status(value, grad, pred_tiny, it, *, tol, floor, max_iter):
+    gmax = jnp.max(jnp.abs(grad))
+    finite = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+    return jnp.select(
+        [~finite, gmax <= tol, pred_tiny | (gmax <= floor), it >= max_iter],
+        [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
+        Status.RUNNING,
+    ).astype(jnp.int32)
+
+
+def _init(fun, x0, *, tol, floor, max_iter) -> _State:
     dt = x0.dtype
+    value0, grad0, lin0 = fun(x0)
+    status = _status(value0, grad0, jnp.asarray(False), 0, tol=jnp.asarray(tol, dt),
+                     floor=jnp.asarray(floor, dt), max_iter=max_iter)  # fmt: skip
+    return _State(
+        x=x0, value=value0, grad=grad0, lin=lin0, radius=jnp.asarray(jnp.inf, dt),
+        iterations=jnp.zeros((), jnp.int32), cg_iterations=jnp.zeros((), jnp.int32),
+        status=status,
+    )  # fmt: skip
+
+
+def _step(fun, hvp, precond, st: _State, *, tol, floor, max_iter, max_cg, eta) -> _State:
+    """One outer iteration: a truncated-CG trust-region step, accepted or not, new radius."""
+    precond = precond if precond is not None else (lambda lin, r: r)
+    dt = st.x.dtype
     tol = jnp.asarray(tol, dt)
     floor = jnp.asarray(floor, dt)
     rounding = jnp.asarray(8 * jnp.finfo(dt).eps, dt)
-    value0, grad0, lin0 = fun(x0)
-
-    def status_of(value, grad, pred_tiny, it):
-        gmax = jnp.max(jnp.abs(grad))
-        finite = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
-        return jnp.select(
-            [~finite, gmax <= tol, pred_tiny | (gmax <= floor), it >= max_iter],
-            [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
-            Status.RUNNING,
-        ).astype(jnp.int32)
-
-    init = _State(
-        x=x0, value=value0, grad=grad0, lin=lin0, radius=jnp.asarray(jnp.inf, dt),
-        iterations=jnp.zeros((), jnp.int32), cg_iterations=jnp.zeros((), jnp.int32),
-        status=status_of(value0, grad0, jnp.asarray(False), 0),
-    )  # fmt: skip
-
-    def body(st: _State) -> _State:
-        s, hs, smz, ncg = _steihaug(
-            lambda v: hvp(st.lin, v), lambda r: precond(st.lin, r), st.grad, st.radius, max_cg
-        )
-        pred = -(jnp.vdot(st.grad, s) + 0.5 * jnp.vdot(s, hs))
-        x_new = st.x + s
-        value_new, grad_new, lin_new = fun(x_new)
-        actual = st.value - value_new
-        ratio = actual / jnp.where(pred > 0, pred, 1)
-        ok = jnp.isfinite(value_new) & jnp.all(jnp.isfinite(grad_new)) & (pred > 0)
-        # Below the objective's rounding error the ratio is noise: there, a step that reduces
-        # the gradient norm is accepted (float32 fits then still reach a small gradient).
-        noisy = pred <= rounding * jnp.abs(st.value)
-        gdrop = jnp.max(jnp.abs(grad_new)) < jnp.max(jnp.abs(st.grad))
-        ratio = jnp.where(noisy & gdrop, 1, ratio)
-        accept = ok & (ratio > eta)
-        snorm = jnp.sqrt(jnp.maximum(smz, 0))
-        radius = jnp.where(jnp.isinf(st.radius), snorm, st.radius)
-        radius = jnp.where(
-            ~ok | (ratio < 0.25),
-            0.25 * snorm,
-            jnp.where((ratio > 0.75) & (snorm >= 0.99 * radius), 2 * radius, radius),
-        )
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accept, a, b), new, old)
-        x, value, grad, lin = keep(
-            (x_new, value_new, grad_new, lin_new), (st.x, st.value, st.grad, st.lin)
-        )
-        it = st.iterations + 1
-        pred_tiny = noisy & ~accept
-        return _State(
-            x=x, value=value, grad=grad, lin=lin, radius=radius, iterations=it,
-            cg_iterations=st.cg_iterations + ncg, status=status_of(value, grad, pred_tiny, it),
-        )  # fmt: skip
-
-    out = jax.lax.while_loop(lambda st: st.status == Status.RUNNING, body, init)
-    info = SolverInfo(
-        objective=out.value,
-        grad_norm=jnp.max(jnp.abs(out.grad)),
-        iterations=out.iterations,
-        cg_iterations=out.cg_iterations,
-        status=out.status,
+    s, hs, smz, ncg = _steihaug(
+        lambda v: hvp(st.lin, v),
+        lambda r: precond(st.lin, r),
+        st.grad,
+        st.radius,
+        max_cg,
+        _running(st),
     )
-    return out.x, info
+    pred = -(jnp.vdot(st.grad, s) + 0.5 * jnp.vdot(s, hs))
+    x_new = st.x + s
+    value_new, grad_new, lin_new = fun(x_new)
+    actual = st.value - value_new
+    ratio = actual / jnp.where(pred > 0, pred, 1)
+    ok = jnp.isfinite(value_new) & jnp.all(jnp.isfinite(grad_new)) & (pred > 0)
+    # Below the objective's rounding error the ratio is noise: there, a step that reduces
+    # the gradient norm is accepted (float32 fits then still reach a small gradient).
+    noisy = pred <= rounding * jnp.abs(st.value)
+    gdrop = jnp.max(jnp.abs(grad_new)) < jnp.max(jnp.abs(st.grad))
+    ratio = jnp.where(noisy & gdrop, 1, ratio)
+    accept = ok & (ratio > eta)
+    snorm = jnp.sqrt(jnp.maximum(smz, 0))
+    radius = jnp.where(jnp.isinf(st.radius), snorm, st.radius)
+    radius = jnp.where(
+        ~ok | (ratio < 0.25),
+        0.25 * snorm,
+        jnp.where((ratio > 0.75) & (snorm >= 0.99 * radius), 2 * radius, radius),
+    )
+    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accept, a, b), new, old)
+    x, value, grad, lin = keep(
+        (x_new, value_new, grad_new, lin_new), (st.x, st.value, st.grad, st.lin)
+    )
+    it = st.iterations + 1
+    pred_tiny = noisy & ~accept
+    return _State(
+        x=x, value=value, grad=grad, lin=lin, radius=radius, iterations=it,
+        cg_iterations=st.cg_iterations + ncg,
+        status=_status(value, grad, pred_tiny, it, tol=tol, floor=floor, max_iter=max_iter),
+    )  # fmt: skip
