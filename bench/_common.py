@@ -168,3 +168,18 @@ def fmt_bytes(b: float | None) -> str:
     if b >= 2**30:
         return f"{b / 2**30:.2f} GiB"
     return f"{b / 2**20:.1f} MiB"
+
+
+def limit_blas() -> str | None:
+    """Pin host BLAS to one thread unless ``OPENBLAS_NUM_THREADS`` is set (module notes: a
+    threaded OpenBLAS on the oversubscribed shared machines made the host ``eigh`` of the
+    spectral preconditioner 7-15x slower). Called by a bench's ``main`` (importing has no side
+    effects)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        return os.environ["OPENBLAS_NUM_THREADS"]
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    threadpool_limits(1, user_api="blas")
+    return "1"

@@ -61,7 +61,6 @@ Writes ``bench/out/fig5_multilevel.json`` and ``.png`` (``--quick``: ``*_quick.*
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import warnings
@@ -451,23 +450,9 @@ def parse_args(argv=None):
     return args, cfg
 
 
-def limit_blas() -> str | None:
-    """Pin host BLAS to one thread unless ``OPENBLAS_NUM_THREADS`` is set (module notes: a
-    threaded OpenBLAS on the oversubscribed shared machines made the host ``eigh`` of the
-    spectral preconditioner 7-15x slower). Called by ``main`` (importing has no side effects)."""
-    if "OPENBLAS_NUM_THREADS" in os.environ:
-        return os.environ["OPENBLAS_NUM_THREADS"]
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    threadpool_limits(1, user_api="blas")
-    return "1"
-
-
 def main(argv=None) -> int:
     args, cfg = parse_args(argv)
-    blas = limit_blas()
+    blas = C.limit_blas()
     env = C.env_info()
     print(f"jaxrank {NAME}: {env['platform']}, {env['cpu_count']} CPUs; sizes {cfg['sizes']}",
           flush=True)  # fmt: skip

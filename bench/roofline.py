@@ -20,11 +20,14 @@ floor is the time of one pass over ``K``:
   (passes · stream) where ``passes`` is how many times the product must read ``K``: 1 for
   ``K @ v`` and ``g @ K``, 2 for Hv and value+gradient. A product is **at roofline** when
   ``per_pass ≤ 2`` (within 2× of streaming the block as often as it must).
-- the λ grid batched as the vmapped solver runs it, for L = 1, 2, 4, 8, 16: ``K @ V``
-  (``V``: |R| × L), ``G @ K`` (``jax.vmap`` of the two-level :func:`jaxrank.kernels.rmatvec`,
-  as the vmapped gradient runs it; ``G@K plain``: one ``kernels.rmatmul``, the one-level sum,
-  for comparison), the batched Hv and value+gradient (``jax.vmap`` of the
-  :func:`jaxrank.fit.objective_closures` pair over λ, windows per λ). ``slope`` is the
+- the λ grid batched as the vmapped solver runs it, for L = 1, 2, 4, 8, 16, on the block as
+  the fit stores it for L λ (from L = 4 on CPU with ``Kᵀ`` beside ``K``,
+  :class:`jaxrank.kernels.DualBlock`): ``K @ V`` (``V``: |R| × L), ``G @ K`` (``jax.vmap`` of
+  :func:`jaxrank.kernels.rmatvec` as the vmapped gradient runs it: ``(Kᵀ Gᵀ)ᵀ`` with ``Kᵀ``
+  stored, else the two-level sum), for comparison ``G@K`` on ``K`` alone (``GK_rows``, the
+  vmapped two-level sum) and ``G@K plain`` (one ``kernels.rmatmul``, the one-level sum), the
+  batched Hv and value+gradient (``jax.vmap`` of the :func:`jaxrank.fit.objective_closures`
+  pair over λ, windows per λ). ``slope`` is the
   least-squares slope of the batched-Hv time against L — the measured cost of each extra λ —
   also relative to one stream and to the single Hv.
 - the same single and L = max products on the **streamed** block
@@ -71,7 +74,7 @@ import numpy as np
 
 import jaxrank
 from jaxrank import kernels
-from jaxrank.fit import objective_closures
+from jaxrank.fit import keep_transpose, objective_closures
 from jaxrank.losses import smoothed_hinge
 
 DTYPE = "float32"
@@ -216,8 +219,19 @@ def single_products(K, blk: dict, tm) -> dict:
     }
 
 
+def fit_layout(K, L: int):
+    """The block as a fit over L λ stores it: with ``Kᵀ`` beside it where
+    :func:`jaxrank.fit.keep_transpose` keeps one (batched grids on CPU), else as given."""
+    if isinstance(K, jax.Array) and keep_transpose(K, L, K.nbytes, 2**62, None):
+        return kernels.dual_block(K)
+    return K
+
+
 def batched_products(K, blk: dict, L: int, tm) -> dict:
-    """The same for a grid of L λ: ``K@V``, ``G@K`` (vmapped rmatvec), vmapped Hv and v+g."""
+    """The same for a grid of L λ: ``K@V``, ``G@K`` (vmapped rmatvec), vmapped Hv and v+g,
+    each on the block as the fit stores it for L λ (:func:`fit_layout`); ``GK_rows``: the
+    vmapped two-level ``G@K`` on the row-major block alone, ``GK_plain``: one ``rmatmul``."""
+    Kf = fit_layout(K, L)
     st = dict(n_pos=blk["n_pos"], n_neg=blk["n_neg"], block=blk["block"])
     Krr, loss = blk["Krr"], blk["loss"]
     kv, kg = jax.random.split(jax.random.key(2))
@@ -226,18 +240,21 @@ def batched_products(K, blk: dict, L: int, tm) -> dict:
     lams = jnp.asarray(lam_grid(L), K.dtype)
     scale = jnp.asarray(2.0 ** (np.linspace(-1.0, 1.0, L) if L > 1 else np.zeros(1)), K.dtype)
     betas = scale[:, None] * blk["beta"][None, :]
-    lins = _funB(K, Krr, lams, betas, loss, **st)[2]
+    lins = _funB(Kf, Krr, lams, betas, loss, **st)[2]
     VT = V.T
-    return {
-        "KV": tm(lambda: _matmul(K, VT)),
-        "GK": tm(lambda: _rmatvecB(G, K, blk["block"])),
+    out = {
+        "KV": tm(lambda: _matmul(Kf, VT)),
+        "GK": tm(lambda: _rmatvecB(G, Kf, blk["block"])),
+        "GK_rows": tm(lambda: _rmatvecB(G, K, blk["block"])),
         "GK_plain": tm(lambda: _rmatmul(G, K)),
-        "hvp": tm(lambda: _hvpB(K, Krr, lams, lins, V, loss, **st)),
-        "value_grad": tm(lambda: _funB(K, Krr, lams, betas, loss, **st)),
+        "hvp": tm(lambda: _hvpB(Kf, Krr, lams, lins, V, loss, **st)),
+        "value_grad": tm(lambda: _funB(Kf, Krr, lams, betas, loss, **st)),
     }
+    return out
 
 
-BATCH_PASSES = {"KV": 1, "GK": 1, "GK_plain": 1, "hvp": 2, "value_grad": 2}
+GK_LABEL = "G@K as the fit runs it (L ≥ 4 on CPU: (KᵀGᵀ)ᵀ, Kᵀ stored beside K)"
+BATCH_PASSES = {"KV": 1, "GK": 1, "GK_rows": 1, "GK_plain": 1, "hvp": 2, "value_grad": 2}
 
 
 def _ratios(times: dict, passes: dict, stream: float) -> dict:
@@ -396,7 +413,8 @@ def print_all(results: list[dict], ls: list[int]) -> None:
     )
     labels = (
         ("KV", "K@V"),
-        ("GK", "G@K (vmapped two-level rmatvec)"),
+        ("GK", GK_LABEL),
+        ("GK_rows", "G@K on K alone (vmapped two-level rmatvec)"),
         ("GK_plain", "G@K plain (rmatmul)"),
         ("hvp", "Hv"),
         ("value_grad", "val+grad"),
@@ -474,7 +492,12 @@ def markdown(result: dict) -> str:
             f"| {_md_cell(s1['gK'])} | {_md_cell(s1['hvp'])} | {_md_cell(s1['value_grad'])} "
             f"| {s1['hvp/(Kv+gK)']:.2f} |"
         )
-    for name, label in (("hvp", "Hv"), ("GK", "G@K (vmapped two-level rmatvec)")):
+    for name, label in (
+        ("KV", "K@V"), ("GK", GK_LABEL), ("GK_rows", "G@K on K alone (vmapped two-level)"),
+        ("hvp", "Hv"), ("value_grad", "value+gradient"),
+    ):  # fmt: skip
+        if not all(name in r["batched"][L] for r in ok for L in ls if L in r["batched"]):
+            continue  # results written before the row existed
         lines += [
             "",
             f"Batched {label} over L λ:",

@@ -67,7 +67,7 @@ from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype, objective_closures
 from jaxrank.losses import get_loss
-from jaxrank.solver import Status
+from jaxrank.solver import Status, status_code
 
 __all__ = [
     "L1Info",
@@ -209,11 +209,7 @@ def fista_l1(
     def status_of(x, s, g, stalled, it):
         r = jnp.max(l1_residual(x, g, mu))
         finite = jnp.isfinite(s) & jnp.all(jnp.isfinite(g))
-        return jnp.select(
-            [~finite, r <= tol, stalled | (r <= floor), it >= max_iter],
-            [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
-            Status.RUNNING,
-        ).astype(jnp.int32)
+        return status_code(finite, r, stalled, it, tol=tol, floor=floor, max_iter=max_iter)
 
     s0, g0, _ = fun(x0)
     F0 = s0 + mu * l1(x0)

@@ -49,15 +49,9 @@ __all__ = [
 ]
 
 
-class _RankClassifier(ClassifierMixin, BaseEstimator):
-    """Shared code of the jaxrank estimators; subclasses set ``_basis``.
-
-    Parameters are named as in :func:`jaxrank.fit`; ``kernel`` is ``"gaussian"``, ``"linear"``,
-    ``"polynomial"`` or a jaxrank kernel object, and ``sigma2`` (Gaussian only) is σ², ``None``
-    for the paper's heuristic on the training rows.
-    """
-
-    _basis: str  # "rare", "all" or "random": the basis argument of jaxrank.fit
+class _KernelRankerParams(BaseEstimator):
+    """The parameters every jaxrank estimator shares (stored as given, as scikit-learn asks)
+    and the kernel they name."""
 
     def __init__(
         self,
@@ -82,11 +76,6 @@ class _RankClassifier(ClassifierMixin, BaseEstimator):
         self.max_cg = max_cg
         self.dtype = dtype
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False  # a biclass ranker: two-valued labels only
-        return tags
-
     def _kernel(self):
         if self.sigma2 is None:
             return self.kernel
@@ -95,6 +84,22 @@ class _RankClassifier(ClassifierMixin, BaseEstimator):
                 f"sigma2 is the Gaussian kernel's σ²; it cannot be set with kernel={self.kernel!r}."
             )
         return _kernels.gaussian(self.sigma2)
+
+
+class _RankClassifier(ClassifierMixin, _KernelRankerParams):
+    """Shared code of the jaxrank estimators; subclasses set ``_basis``.
+
+    Parameters are named as in :func:`jaxrank.fit`; ``kernel`` is ``"gaussian"``, ``"linear"``,
+    ``"polynomial"`` or a jaxrank kernel object, and ``sigma2`` (Gaussian only) is σ², ``None``
+    for the paper's heuristic on the training rows.
+    """
+
+    _basis: str  # "rare", "all" or "random": the basis argument of jaxrank.fit
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # a biclass ranker: two-valued labels only
+        return tags
 
     def _basis_options(self, X=None, pos=None) -> dict:
         """``basis`` (and ``key``, ``n_basis``) for :func:`jaxrank.fit`; ``X`` and ``pos`` (the
@@ -441,7 +446,7 @@ class NystromRankClassifier(_RankClassifier):
         return self
 
 
-class MultiLevelRankRC(ClassifierMixin, BaseEstimator):
+class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
     """Multi-level (ordinal) RankRC (seed 003 eq. 48) for scikit-learn.
 
     :func:`jaxrank.fit_multilevel`: one kernel ranker whose scores order the levels, with the
@@ -482,8 +487,6 @@ class MultiLevelRankRC(ClassifierMixin, BaseEstimator):
       ([0, 1, 2, 3], (3,), True)
     """
 
-    _kernel = _RankClassifier._kernel
-
     @classmethod
     def _xfail_checks(cls) -> dict:
         """scikit-learn's ``check_estimator`` checks that cannot pass, with the reason (for
@@ -518,16 +521,11 @@ class MultiLevelRankRC(ClassifierMixin, BaseEstimator):
         max_cg=25,
         dtype="float32",
     ):
-        self.lam = lam
+        super().__init__(
+            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
+            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+        )  # fmt: skip
         self.majority = majority
-        self.kernel = kernel
-        self.sigma2 = sigma2
-        self.eps = eps
-        self.loss = loss
-        self.tol = tol
-        self.max_iter = max_iter
-        self.max_cg = max_cg
-        self.dtype = dtype
 
     def fit(self, X, y):
         """Fit the ordinal ranker on ``X`` (taken as given) and integer levels ``y``.

@@ -296,14 +296,21 @@ def _info(st: _State) -> SolverInfo:
     )
 
 
-def _status(value, grad, pred_tiny, it, *, tol, floor, max_iter):
-    gmax = jnp.max(jnp.abs(grad))
-    finite = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+def status_code(finite, residual, stalled, it, *, tol, floor, max_iter) -> jax.Array:
+    """The :class:`Status` of an iterate, first match: NONFINITE (``~finite``), CONVERGED
+    (``residual ≤ tol``), PRECISION (``stalled`` or ``residual ≤ floor``), MAX_ITER
+    (``it ≥ max_iter``), else RUNNING; int32 (shared with the other solvers of jaxrank)."""
     return jnp.select(
-        [~finite, gmax <= tol, pred_tiny | (gmax <= floor), it >= max_iter],
+        [~finite, residual <= tol, stalled | (residual <= floor), it >= max_iter],
         [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
         Status.RUNNING,
     ).astype(jnp.int32)
+
+
+def _status(value, grad, pred_tiny, it, *, tol, floor, max_iter):
+    finite = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+    return status_code(finite, jnp.max(jnp.abs(grad)), pred_tiny, it, tol=tol, floor=floor,
+                       max_iter=max_iter)  # fmt: skip
 
 
 def _init(fun, x0, *, tol, floor, max_iter) -> _State:

