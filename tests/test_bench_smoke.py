@@ -60,7 +60,7 @@ def test_roofline_quick(runs):
         assert c["at_roofline"] == (c["per_pass"] <= 2)
     assert set(r["batched"]) == {"1", "2"}
     for b in r["batched"].values():
-        assert set(b) == {"KV", "GK", "GK_plain", "hvp", "value_grad"}
+        assert set(b) == {"KV", "GK", "GK_rows", "GK_plain", "hvp", "value_grad"}
     h = r["hvp_per_lambda"]
     t = [r["batched"][L]["hvp"]["time"] for L in ("1", "2")]
     assert h["slope"] == pytest.approx(t[1] - t[0])  # two points: the line through them
@@ -191,3 +191,14 @@ def test_make_scores_keeps_ties(monkeypatch):
     assert x0.dtype == x1.dtype == np.float32
     assert np.unique(x0).size < x0.size and np.unique(x1).size < x1.size
     assert 0 < np.max(np.abs(x1b - x0)) < np.max(np.abs(x1 - x0))
+
+
+def test_roofline_times_the_block_as_the_fit_stores_it(monkeypatch):
+    import jax.numpy as jnp
+
+    from jaxrank import kernels
+
+    roofline = _import_bench("roofline", monkeypatch)
+    K = jnp.zeros((64, 4), jnp.float32)
+    assert isinstance(roofline.fit_layout(K, 16), kernels.DualBlock)  # a grid on CPU: Kᵀ kept
+    assert roofline.fit_layout(K, 2) is K  # fewer columns than DUAL_MIN_COLUMNS: one copy
