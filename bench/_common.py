@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def _cpu_count() -> int | None:
@@ -183,3 +184,18 @@ def limit_blas() -> str | None:
         return None
     threadpool_limits(1, user_api="blas")
     return "1"
+
+
+def finish(result: dict, out: Path, *, name: str, quick: bool, save: bool, markdown, plot) -> None:
+    """A reproduction bench's last step: print its markdown, write the JSON and the figure to
+    ``out`` (``.json`` / ``.png``), and with ``save`` copy both to ``bench/results/`` (stem
+    ``name``, ``name_quick`` for a quick run)."""
+    print("\n" + markdown(result))
+    path = write_json(out, result)
+    png = plot(result, Path(out).with_suffix(".png"))
+    print(f"\nwrote {path}, {png} ({result['seconds']:.0f} s)")
+    if save:
+        stem = f"{name}_quick" if quick else name
+        write_json(RESULTS_DIR / f"{stem}.json", result)
+        plot(result, RESULTS_DIR / f"{stem}.png")
+        print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")

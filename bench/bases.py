@@ -374,12 +374,13 @@ def run_simulated(cfg: dict, methods, **kw) -> dict:
     }
 
 
-def run_keel(name: str, cfg: dict, methods, *, seed: int, **kw) -> dict:
-    """Stratified 75/25 splits of a KEEL set; validation on a held-out third of the training
-    split; refit on the whole training split."""
-    X, y = datasets.load_keel(name)
-    runs = []
-    for split in range(cfg["splits"]):
+def keel_splits(X, y, splits: int, seed: int):
+    """The KEEL protocol's splits (shared with ``bench/systems.py``): per split, stratified
+    75/25 train/test, a stratified third of the training split held out for validation, each
+    fit standardised on its own rows. Yields ``(split, data, sizes)``: ``data`` maps ``fit``,
+    ``val``, ``ref`` (the whole training split) and ``test`` to ``(X, y)``; ``sizes`` is the
+    split's record (row counts) without its results."""
+    for split in range(splits):
         rng = np.random.default_rng([seed, split])
         tr, te = stratified_split(y, TEST_FRAC, rng)
         fi, va = stratified_split(y[tr], VAL_FRAC, rng)
@@ -392,24 +393,30 @@ def run_keel(name: str, cfg: dict, methods, *, seed: int, **kw) -> dict:
             "ref": (Xtr, y[tr]),
             "test": (Xte, y[te]),
         }
+        sizes = {
+            "split": split, "m": int(tr.size), "m_pos": int(np.sum(y[tr] == 1)),
+            "m_fit": int(fi.size), "m_val": int(va.size), "m_test": int(te.size),
+        }  # fmt: skip
+        yield split, data, sizes
+
+
+def keel_header(X, y, splits: int) -> dict:
+    """The data set's part of a KEEL result: rows, rare rows, features, splits."""
+    return {"rows": int(y.size), "rare": int(np.sum(y == 1)), "d": int(X.shape[1]),
+            "splits": splits}  # fmt: skip
+
+
+def run_keel(name: str, cfg: dict, methods, *, seed: int, **kw) -> dict:
+    """Stratified 75/25 splits of a KEEL set; validation on a held-out third of the training
+    split; refit on the whole training split."""
+    X, y = datasets.load_keel(name)
+    runs = []
+    for split, data, sizes in keel_splits(X, y, cfg["splits"], seed):
         key = jax.random.fold_in(jax.random.key(seed), split)
         res = run_instance(data, methods, key=key, label=f"{name} split {split}", **kw)
-        runs.append(
-            {
-                "split": split,
-                "m": int(tr.size),
-                "m_pos": int(np.sum(y[tr] == 1)),
-                "m_fit": int(fi.size),
-                "m_val": int(va.size),
-                "m_test": int(te.size),
-                "methods": res,
-            }
-        )
+        runs.append({**sizes, "methods": res})
     return {
-        "rows": int(y.size),
-        "rare": int(np.sum(y == 1)),
-        "d": int(X.shape[1]),
-        "splits": cfg["splits"],
+        **keel_header(X, y, cfg["splits"]),
         "validation": "stratified held-out third of the training split, then refit on it all",
         "runs": runs,
         "summary": summarise(runs, methods),

@@ -79,7 +79,6 @@ from jaxrank.fit import fit_rows
 from jaxrank.multilevel import _Levels, check_levels, make_ordinal
 
 NAME = "fig5_multilevel"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DTYPE = "float32"
 SIZES = (2000, 5000, 10_000, 20_000, 40_000)
 LEVELS, MAJORITY_FRAC, D, SEP = 4, 0.85, 5, 1.0
@@ -475,15 +474,8 @@ def main(argv=None) -> int:
         **out,
         "seconds": time.perf_counter() - t0,
     }
-    print("\n" + markdown(result))
-    path = C.write_json(args.out, result)
-    png = plot(result, args.out.with_suffix(".png"))
-    print(f"\nwrote {path}, {png} ({result['seconds']:.0f} s)")
-    if args.save:
-        stem = f"{NAME}_quick" if args.quick else NAME
-        C.write_json(RESULTS_DIR / f"{stem}.json", result)
-        plot(result, RESULTS_DIR / f"{stem}.png")
-        print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")
+    C.finish(result, args.out, name=NAME, quick=args.quick, save=args.save, markdown=markdown,
+             plot=plot)  # fmt: skip
     return 0
 
 

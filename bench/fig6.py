@@ -86,7 +86,6 @@ import jaxrank
 from jaxrank import datasets, metrics
 
 NAME = "fig6"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DTYPE = "float32"
 T_OVERLAP = 0.75
 SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)
@@ -650,16 +649,8 @@ def main(argv=None) -> int:
         **out,
         "seconds": time.perf_counter() - t0,
     }
-    md = markdown(result)
-    print("\n" + md)
-    path = C.write_json(args.out, result)
-    png = plot(result, args.out.with_suffix(".png"))
-    print(f"\nwrote {path}, {png} ({result['seconds']:.0f} s)")
-    if args.save:
-        stem = f"{NAME}_quick" if args.quick else NAME
-        C.write_json(RESULTS_DIR / f"{stem}.json", result)
-        plot(result, RESULTS_DIR / f"{stem}.png")
-        print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")
+    C.finish(result, args.out, name=NAME, quick=args.quick, save=args.save, markdown=markdown,
+             plot=plot)  # fmt: skip
     return 0
 
 

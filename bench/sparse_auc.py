@@ -63,7 +63,6 @@ import bases as B
 import numpy as np
 
 NAME = "sparse_auc"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DATASETS = ("glass0", "vehicle0", "segment0", "satimage")
 SPLITS = 3
 METHODS = ("greedy", "ranksvm")
@@ -292,16 +291,8 @@ def main(argv=None) -> int:
         "claim": claim(keel),
         "seconds": time.perf_counter() - t0,
     }
-    md = markdown(result)
-    print("\n" + md)
-    path = C.write_json(args.out, result)
-    png = plot(result, args.out.with_suffix(".png"))
-    print(f"\nwrote {path}, {png} ({result['seconds']:.0f} s)")
-    if args.save:
-        stem = f"{NAME}_quick" if args.quick else NAME
-        C.write_json(RESULTS_DIR / f"{stem}.json", result)
-        plot(result, RESULTS_DIR / f"{stem}.png")
-        print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")
+    C.finish(result, args.out, name=NAME, quick=args.quick, save=args.save, markdown=markdown,
+             plot=plot)  # fmt: skip
     return 0
 
 

@@ -99,15 +99,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C
 import jax
 import numpy as np
-from bases import mean_se, standardise, stratified_split
+from bases import TEST_FRAC, VAL_FRAC, keel_header, keel_splits, mean_se
 
 import jaxrank
 from jaxrank import datasets, metrics
 
 KEEL_SIX = ("abalone19", "yeast4", "vowel0", "page-blocks0", "ecoli3", "satimage")
 SPLITS = 5
-TEST_FRAC = 0.25
-VAL_FRAC = 1 / 3
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KERNEL_DTYPE = "float32"
 LINEAR_DTYPE = "float64"
@@ -436,18 +434,7 @@ def run_dataset(name: str, systems, *, splits: int, seed: int, grids, opts, repe
     """Stratified 75/25 splits of a KEEL set; every system on each."""
     X, y = datasets.load_keel(name)
     runs = []
-    for split in range(splits):
-        rng = np.random.default_rng([seed, split])
-        tr, te = stratified_split(y, TEST_FRAC, rng)
-        fi, va = stratified_split(y[tr], VAL_FRAC, rng)
-        Xtr, Xte = standardise(X[tr], X[te])
-        Xfi, Xva = standardise(X[tr][fi], X[tr][va])
-        data = {
-            "fit": (Xfi, y[tr][fi]),
-            "val": (Xva, y[tr][va]),
-            "ref": (Xtr, y[tr]),
-            "test": (Xte, y[te]),
-        }
+    for split, data, sizes in keel_splits(X, y, splits, seed):
         key = jax.random.fold_in(jax.random.key(seed), split)
         res, chosen = {}, {}
         for sname in systems:
@@ -471,25 +458,8 @@ def run_dataset(name: str, systems, *, splits: int, seed: int, grids, opts, repe
                 f"({time.perf_counter() - t0:.0f} s){' [warned]' if r['warnings'] else ''}",
                 flush=True,
             )
-        runs.append(
-            {
-                "split": split,
-                "m": int(tr.size),
-                "m_pos": int(np.sum(y[tr] == 1)),
-                "m_fit": int(fi.size),
-                "m_val": int(va.size),
-                "m_test": int(te.size),
-                "systems": res,
-            }
-        )
-    return {
-        "rows": int(y.size),
-        "rare": int(np.sum(y == 1)),
-        "d": int(X.shape[1]),
-        "splits": splits,
-        "runs": runs,
-        "summary": summarise(runs, systems),
-    }
+        runs.append({**sizes, "systems": res})
+    return {**keel_header(X, y, splits), "runs": runs, "summary": summarise(runs, systems)}
 
 
 def summarise(runs: list[dict], systems) -> dict:

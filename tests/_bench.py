@@ -72,6 +72,19 @@ def start_quick(names, tmp: Path, *, timeout: float):
     return wait, stop
 
 
+def check_quick(result, name: str) -> dict:
+    """Assert that one ``wait(name)`` result of :func:`start_quick` is a finished quick run of
+    ``name`` with the environment recorded; returns its report."""
+    code, text, report, _ = result
+    assert code == 0, text[-4000:]
+    assert report is not None, text[-4000:]
+    assert report["benchmark"] == name
+    for key in ("platform", "device_kind", "jax", "jaxlib", "cpu_count", "git_commit"):
+        assert key in report["env"]
+    assert report["settings"]["quick"] is True
+    return report
+
+
 def load_bench(name: str):
     """``bench/<name>.py`` as a module (``bench/`` on ``sys.path`` for its ``_common``)."""
     if str(BENCH) not in sys.path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _bench import have, load_bench, start_quick
+from _bench import check_quick, have, load_bench, start_quick
 
 SCRIPTS = ("fig6", "sparse_auc", "fig5_multilevel")
 TIMEOUT = 900  # seconds; well under a minute each on an idle 2-core machine, more under load
@@ -32,14 +32,8 @@ def runs(tmp_path_factory):
 
 
 def _ok(runs, name):
-    code, text, report, out = runs(name)
-    assert code == 0, text[-4000:]
-    assert report is not None, text[-4000:]
-    assert report["benchmark"] == name
-    for key in ("platform", "device_kind", "jax", "jaxlib", "cpu_count", "git_commit"):
-        assert key in report["env"]
-    assert report["settings"]["quick"] is True
-    png = out.with_suffix(".png")
+    report = check_quick(runs(name), name)
+    png = runs(name)[3].with_suffix(".png")
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = load_bench(name).markdown(report)
     assert md.startswith("### ") and "QUICK" in md and "claim" in md

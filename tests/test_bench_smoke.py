@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _bench import BENCH, start_quick
+from _bench import BENCH, check_quick, start_quick
 
 SCRIPTS = ("roofline", "gpu", "sort_cost")
 TIMEOUT = 900  # seconds; ~30 s on an idle 2-core machine, far more under load
@@ -27,14 +27,7 @@ def runs(tmp_path_factory):
 
 
 def _ok(runs, name):
-    code, text, report, _ = runs(name)
-    assert code == 0, text[-4000:]
-    assert report is not None, text[-4000:]
-    assert report["benchmark"] == name
-    for key in ("platform", "device_kind", "jax", "jaxlib", "cpu_count", "git_commit"):
-        assert key in report["env"]
-    assert report["settings"]["quick"] is True
-    return report
+    return check_quick(runs(name), name)
 
 
 # ---------------------------------------------------------------------------- roofline

