@@ -92,8 +92,9 @@ def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
     # lower cell than q is < q and every one in a higher cell is ≥ q: the answer lies in the
     # index range of q's own cell, ``[start[c], start[c + 1]]``. With ~4 cells per sorted
     # value that range holds a few values, so the bisection over it (a while loop until every
-    # range is closed) takes a few steps instead of log2(n) over the whole row: 3-4x faster on
-    # CPU for a λ grid at m = 10⁵ (the score-space sort of each Newton step, DESIGN §5).
+    # range is closed) takes a few steps instead of log2(n) over the whole row. Measured on
+    # CPU for 16 λ at m = 10⁵ (16 × 99 000 queries into 1000 sorted values): 19-24 ms against
+    # 26-28 ms for the full bisection: ~20 %, as the per-step gathers, not the step count, cost.
     B, n = sorted_rows.shape
     dt = sorted_rows.dtype
     nk = 4 * n

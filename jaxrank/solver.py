@@ -218,7 +218,8 @@ def trust_ncg_grid(
     ``stages`` of decreasing (static) sizes: when no more members run than the next stage
     holds, the running ones are gathered into that smaller batch (finished ones are set
     aside), so late steps cost a few columns instead of all. Inside a stage, a finished member
-    takes no CG step. The result equals the vmapped solver's member by member.
+    takes no CG step. The result equals the vmapped solver's member by member up to
+    rounding (a batched product's summation order depends on the batch size).
 
     Args:
       make: ``p -> (fun, hvp, precond)`` for the problem with parameters ``p`` (arguments as
