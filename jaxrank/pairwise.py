@@ -15,12 +15,16 @@ quadratic piece (``f_j + lo ≤ f_i < f_j + 1``) are ``[a_j, b_j)``; ``a_j`` and
 
 - per negative: window counts and sums over positives are differences of prefix sums of
   ``1, f, f²`` (or of ``d``) over the sorted positives, gathered at ``a_j`` and ``b_j``;
-- per positive: window counts and sums over negatives come from a difference array — add a
-  negative's value at bin ``a_j``, subtract it at bin ``b_j`` (one ``segment_sum`` of 2m−
-  values into m+ + 1 bins) and take a cumulative sum over the m+ bins.
+- per positive: window counts and sums over negatives come from a difference array — the
+  histogram of the negatives' values at bins ``a_j`` minus the one at bins ``b_j`` (two
+  ``segment_sum`` of m− values into m+ + 1 bins), cumulatively summed over the m+ bins.
 
 The windows depend only on the current iterate, so :func:`windows` runs once per Newton step and
-:func:`hvp` reuses them in every CG step: O(m−) gathers and one scatter per product.
+:func:`hvp` reuses them in every CG step: O(m−) gathers and two scatters per product.
+
+On CPU, XLA's fusion decides much of the cost (measured for 16 λ at m = 10⁵): the sorted
+positives come out of a sort rather than a gather, a sum over the negatives is a product with
+ones, and each histogram is its own 1-D scatter, because the fused alternatives ran 2-6x slower.
 
 Precision: scores are shifted by the mean positive score first (the loss only sees
 differences), and the per-positive difference array only receives negatives whose quadratic
@@ -83,21 +87,28 @@ def _flat_take(x: jax.Array, idx: jax.Array) -> jax.Array:
     return x.ravel()[(idx + _offsets(B, n)).ravel()].reshape(idx.shape)
 
 
+# Cells per sorted value of the bucketed search, and how many values of a query's cell are
+# compared directly (a cell holding more, from ties or clusters, is bisected).
+_CELLS = 8
+_SCAN = 4
+
+
 def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
     # Per row b: #{k : sorted_rows[b, k] < q[b, j]} (numpy's side="left"), exactly.
     #
-    # Bucket first, then bisect inside one bucket. ``bucket`` maps a value to one of ``nk``
+    # Bucket first, then count inside one bucket. ``bucket`` maps a value to one of ``nk``
     # equal-width cells over the row's range; it is monotone (a float subtraction, a product
     # with a positive scale and a floor never reverse an order), so every sorted value in a
-    # lower cell than q is < q and every one in a higher cell is ≥ q: the answer lies in the
-    # index range of q's own cell, ``[start[c], start[c + 1]]``. With ~4 cells per sorted
-    # value that range holds a few values, so the bisection over it (a while loop until every
-    # range is closed) takes a few steps instead of log2(n) over the whole row. Measured on
-    # CPU for 16 λ at m = 10⁵ (16 × 99 000 queries into 1000 sorted values): 19-24 ms against
-    # 26-28 ms for the full bisection: ~20 %, as the per-step gathers, not the step count, cost.
+    # lower cell than q is < q and every one in a higher cell is ≥ q: the answer is
+    # ``start[c]`` plus the number of values < q in q's own cell ``[start[c], start[c + 1])``.
+    # With 8 cells per sorted value a cell holds a few values, which are compared directly
+    # (``_SCAN`` independent gathers, no loop); only when some cell holds more does a while
+    # loop bisect the rest. Measured on CPU for 16 λ at m = 10⁵ (16 × 99 000 queries into 1000
+    # sorted values): ~7 ms against ~29 ms for bisection within the cell and ~36 ms for
+    # ``jnp.searchsorted``.
     B, n = sorted_rows.shape
     dt = sorted_rows.dtype
-    nk = 4 * n
+    nk = _CELLS * n
     first, last = sorted_rows[:, :1], sorted_rows[:, -1:]
     width = last - first
     scale = jnp.where(width > 0, nk / jnp.where(width > 0, width, 1), 0).astype(dt)
@@ -114,37 +125,93 @@ def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
         jnp.ones((B * n,), jnp.int32), (bucket(sorted_rows) + 1 + cell_off).ravel(),
         num_segments=B * (nk + 1),
     )  # fmt: skip
-    start = jnp.cumsum(counts.reshape(B, nk + 1), axis=-1)  # start[c] = #{k : cell_k < c}
-    cq = bucket(q)
-    lo = _flat_take(start, cq)
-    hi = _flat_take(start, cq + 1)
+    start = jnp.cumsum(counts.reshape(B, nk + 1), axis=-1)
     flat = sorted_rows.ravel()
     off = _offsets(B, n)
 
-    def step(lohi):
-        lo, hi = lohi
-        open_ = lo < hi
-        mid = (lo + hi) // 2
-        go_right = (flat[jnp.minimum(mid, n - 1) + off] < q) & open_
-        return jnp.where(go_right, mid + 1, lo), jnp.where(go_right | ~open_, hi, mid)
+    def cell(q):
+        c = bucket(q)
+        return _flat_take(start, c), _flat_take(start, c + 1)  # start[c] = #{k : cell_k < c}
 
-    lo, _ = jax.lax.while_loop(lambda lohi: jnp.any(lohi[0] < lohi[1]), step, (lo, hi))
-    return lo
+    def less(k):
+        return flat[jnp.minimum(k, n - 1) + off] < q
+
+    def scan():
+        lo, hi = cell(q)
+        pos = lo
+        for t in range(_SCAN):
+            pos = pos + ((lo + t < hi) & less(lo + t)).astype(jnp.int32)
+        return pos, lo, hi
+
+    def scan_and_bisect():
+        # where every scanned value was < q and the cell holds more: bisect the rest
+        pos, lo, hi = scan()
+        hi = jnp.where(pos == lo + _SCAN, hi, pos)
+
+        def step(lohi):
+            lo, hi = lohi
+            open_ = lo < hi
+            mid = (lo + hi) // 2
+            go_right = less(mid) & open_
+            return jnp.where(go_right, mid + 1, lo), jnp.where(go_right | ~open_, hi, mid)
+
+        return jax.lax.while_loop(lambda lh: jnp.any(lh[0] < lh[1]), step, (pos, hi))[0]
+
+    # Two whole branches, so that the common one (no crowded cell) stays one fused loop.
+    return jax.lax.cond(jnp.max(counts) > _SCAN, scan_and_bisect, lambda: scan()[0])
 
 
-def _bin_cumsum(a: jax.Array, b: jax.Array, values: jax.Array, n_bins: int) -> jax.Array:
-    # Per row: Σ_{j: a_j ≤ k < b_j} values_j for k < n_bins, by a difference array over the
-    # bins (one flat segment_sum for all rows) and a cumulative sum.
+def _sort_with_order(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    # Sorted values and their order from one (stable) sort: the values are then a sort output,
+    # which XLA never fuses into the searches' gathers (``take_along_axis(x, argsort(x))`` is
+    # fused into every gather that reads it: measured 2x slower searches).
+    iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+    return jax.lax.sort((x, iota), dimension=x.ndim - 1, num_keys=1)
+
+
+def _hist(idx: jax.Array, vals: jax.Array | None, n_bins: int) -> jax.Array:
+    # Per row: Σ_{j: idx_j = k} vals_j (counts if vals is None), k < n_bins + 1, as one flat
+    # 1-D segment_sum for all rows (several columns in one multi-column scatter measured ~3x
+    # slower on CPU than one 1-D scatter per column: the values are then not fused into it).
+    B, n = idx.shape
+    vals = jnp.ones((B * n,), jnp.int32) if vals is None else vals.ravel()
+    ids = (idx + _offsets(B, n_bins + 1)).ravel()
+    return jax.ops.segment_sum(vals, ids, num_segments=B * (n_bins + 1)).reshape(B, n_bins + 1)
+
+
+def _above(hist: jax.Array) -> jax.Array:
+    # Σ over bins > k, k < n_bins: a reverse cumulative sum that never subtracts.
+    return jnp.flip(jnp.cumsum(jnp.flip(hist[:, 1:], 1), axis=1), 1)
+
+
+def _between(hist_a: jax.Array, hist_b: jax.Array) -> jax.Array:
+    # Σ_{j: a_j ≤ k < b_j} from the histograms at a and at b (a difference array).
+    return jnp.cumsum((hist_a - hist_b)[:, :-1], axis=1)
+
+
+def _window_sums(a, b, lin_vals, quad_vals, n_bins):
+    """Per row and sorted positive ``k``: ``Σ_{j: a_j > k} lin_vals_j`` (the linear window) and
+    ``Σ_{j: a_j ≤ k < b_j} quad_vals_j`` (the quadratic window), for several columns at once.
+
+    Per column, histograms of the values at bin ``a_j`` (and, for the quadratic columns, at
+    ``b_j``); the linear columns are summed from the top (bins above ``k``), the quadratic ones
+    from the bottom as a difference array. ``lin_vals`` is ``(B, n, k1)``, ``quad_vals``
+    ``(B, n, k2)``; returns ``(B, n_bins, k1)`` and ``(B, n_bins, k2)``.
+    """
+    lin = [_above(_hist(a, lin_vals[..., i], n_bins)) for i in range(lin_vals.shape[-1])]
+    quad = [
+        _between(_hist(a, quad_vals[..., i], n_bins), _hist(b, quad_vals[..., i], n_bins))
+        for i in range(quad_vals.shape[-1])
+    ]
     B = a.shape[0]
-    off = _offsets(B, n_bins + 1)
-    ids = jnp.concatenate([(a + off).ravel(), (b + off).ravel()])
-    vals = jnp.concatenate([values.ravel(), -values.ravel()])
-    diff = jax.ops.segment_sum(vals, ids, num_segments=B * (n_bins + 1))
-    return jnp.cumsum(diff.reshape(B, n_bins + 1)[:, :n_bins], axis=-1)
+    stack = lambda cols, x: jnp.stack(cols, -1) if cols else jnp.zeros((B, n_bins, 0), x.dtype)
+    return stack(lin, lin_vals), stack(quad, quad_vals)
 
 
 def _prefix(x: jax.Array) -> jax.Array:
-    return jnp.concatenate([jnp.zeros((x.shape[0], 1), x.dtype), jnp.cumsum(x, axis=-1)], -1)
+    # exclusive-and-inclusive prefix sums along axis 1: (B, n, ...) -> (B, n + 1, ...)
+    zero = jnp.zeros((x.shape[0], 1, *x.shape[2:]), x.dtype)
+    return jnp.concatenate([zero, jnp.cumsum(x, axis=1)], 1)
 
 
 def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
@@ -154,14 +221,19 @@ def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
     return flat.at[idx].set(x_sorted.ravel(), unique_indices=True).reshape(B, n)
 
 
-def _windows_b(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Windows:
+def _row_sum(x: jax.Array) -> jax.Array:
+    # Σ over the last axis as a product with ones: XLA on CPU fuses the gathers and arithmetic
+    # that produce x into a reduction, which then runs ~6x slower than writing x and a dot
+    # (measured: 29 ms against 4 ms for the value's per-negative terms, 16 × 99 000).
+    ones = jnp.ones((x.shape[-1],), x.dtype)
+    return jnp.matmul(x, ones, precision=jax.lax.Precision.HIGHEST)
+
+
+def _windows_b(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, with_sq: bool = False):
     dt = fp.dtype
     n_pos = fp.shape[1]
-    n_neg = fn.shape[1]
-    order = jnp.argsort(fp, axis=-1).astype(jnp.int32)
-    fp_sorted = jnp.take_along_axis(fp, order, axis=-1)
-    lo = jnp.asarray(loss.lo, dt)
-    lo = lo[:, None] if lo.ndim else lo
+    fp_sorted, order = _sort_with_order(fp)
+    lo = _loss_col(loss.lo, dt)
     # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
     # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
     a = _searchsorted_rows(fp_sorted, fn + lo)
@@ -170,11 +242,16 @@ def _windows_b(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Window
     sp = fp_sorted - shift
     fn = fn - shift
     active = b > a
-    nq = _bin_cumsum(a, b, active.astype(jnp.int32), n_pos)
-    # a_j ≤ k counts every negative whose linear window ends at or before k.
-    a_le = _bin_cumsum(a, jnp.full_like(a, n_pos), jnp.ones_like(a), n_pos)
-    nl = n_neg - a_le
-    return Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
+    # nl_k = #{j : a_j > k}, nq_k = #{j : a_j ≤ k < b_j} (an empty window cancels in its bin)
+    hist_a, hist_b = _hist(a, None, n_pos), _hist(b, None, n_pos)
+    nl, nq = _above(hist_a), _between(hist_a, hist_b)
+    # with the value, Σ_{j∈Q(k)} (1 + f_j) over the active negatives only: no cancellation of
+    # m−-long sums of large values in float32
+    if with_sq:
+        vals = jnp.where(active, 1 + fn, 0)
+        sq = _between(_hist(a, vals, n_pos), _hist(b, vals, n_pos))
+    w = Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
+    return (w, sq) if with_sq else w
 
 
 def _loss_col(v, dt):
@@ -183,25 +260,23 @@ def _loss_col(v, dt):
 
 
 def _value_and_grad_b(fp, fn, loss):
-    w = _windows_b(fp, fn, loss)
+    w, sq = _windows_b(fp, fn, loss, with_sq=True)
     dt = fp.dtype
     q = _loss_col(loss.q, dt)
     c = _loss_col(loss.c, dt)
     P1 = _prefix(w.sp)
     P2 = _prefix(w.sp * w.sp)
+    P1a = _flat_take(P1, w.a)
+    S1 = _flat_take(P1, w.b) - P1a
+    S2 = _flat_take(P2, w.b) - _flat_take(P2, w.a)
     af = w.a.astype(dt)
     nqn = (w.b - w.a).astype(dt)
-    P1a, P1b = _flat_take(P1, w.a), _flat_take(P1, w.b)
-    S1 = P1b - P1a
-    S2 = _flat_take(P2, w.b) - _flat_take(P2, w.a)
     u = w.fn
     one_u = 1 + u
     lin = af * (c + u) - P1a
     quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
-    value = jnp.sum(lin + quad, axis=-1)
+    value = _row_sum(lin + quad)
     grad_neg = af + 2 * q * (nqn * one_u - S1)
-    # Σ_{j∈Q(k)} (1 + f_j): only active negatives enter the difference array.
-    sq = _bin_cumsum(w.a, w.b, jnp.where(w.active, one_u, 0), fp.shape[1])
     grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
     return value, _unsort(w.order, grad_sorted), grad_neg, w
 
@@ -212,7 +287,8 @@ def _hvp_b(w: Windows, dp, dn, loss):
     ds = jnp.take_along_axis(dp, w.order, axis=-1)
     DP = _prefix(ds)
     h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (_flat_take(DP, w.b) - _flat_take(DP, w.a)))
-    sd = _bin_cumsum(w.a, w.b, jnp.where(w.active, dn, 0), dp.shape[1])
+    dq = jnp.where(w.active, dn, 0)
+    sd = _between(_hist(w.a, dq, dp.shape[1]), _hist(w.b, dq, dp.shape[1]))
     h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
     return _unsort(w.order, h_sorted), h_neg
 

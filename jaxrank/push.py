@@ -64,9 +64,10 @@ from jaxrank.pairwise import (
     _batched,
     _flat_take,
     _loss_col,
-    _offsets,
     _prefix,
+    _row_sum,
     _unsort,
+    _window_sums,
     _windows_b,
 )
 
@@ -101,30 +102,6 @@ class PushLin(NamedTuple):
     qw: jax.Array
 
 
-def _window_sums(a, b, lin_vals, quad_vals, n_bins):
-    """Per row and sorted positive ``k``: ``Σ_{j: a_j > k} lin_vals_j`` (the linear window) and
-    ``Σ_{j: a_j ≤ k < b_j} quad_vals_j`` (the quadratic window), for several columns at once.
-
-    One scatter of ``2 m−`` rows: ``[lin, quad]`` at bin ``a_j`` and ``[0, −quad]`` at bin
-    ``b_j``; then the linear columns are summed from the top (bins above ``k``) and the
-    quadratic ones from the bottom (a difference array). ``lin_vals`` is ``(B, n, k1)``,
-    ``quad_vals`` ``(B, n, k2)``; returns ``(B, n_bins, k1)`` and ``(B, n_bins, k2)``.
-    """
-    B, n = a.shape
-    k1 = lin_vals.shape[-1]
-    off = _offsets(B, n_bins + 1)
-    ids = jnp.concatenate([(a + off).ravel(), (b + off).ravel()])
-    at_a = jnp.concatenate([lin_vals, quad_vals], axis=-1)
-    at_b = jnp.concatenate([jnp.zeros_like(lin_vals), -quad_vals], axis=-1)
-    vals = jnp.concatenate([at_a.reshape(B * n, -1), at_b.reshape(B * n, -1)])
-    hist = jax.ops.segment_sum(vals, ids, num_segments=B * (n_bins + 1))
-    hist = hist.reshape(B, n_bins + 1, -1)
-    # Σ over bins a > k: a reverse cumulative sum that never subtracts (bin 0 is dropped).
-    lin = jnp.flip(jnp.cumsum(jnp.flip(hist[:, 1:, :k1], 1), axis=1), 1)
-    quad = jnp.cumsum(hist[:, :n_bins, k1:], axis=1)
-    return lin, quad
-
-
 def _value_and_grad_b(fp, fn, loss, p):
     w = _windows_b(fp, fn, loss)
     dt = fp.dtype
@@ -145,7 +122,7 @@ def _value_and_grad_b(fp, fn, loss, p):
     G = -(af + 2 * q * (nqn * one_u - S1))
     # S_j ≥ 0 exactly; the prefix-sum differences can leave −rounding, which s^p cannot take.
     s = jnp.maximum(S, 0) / jnp.asarray(n_pos, dt)
-    value = jnp.sum(s**p, axis=-1) / jnp.asarray(n_neg, dt)
+    value = _row_sum(s**p) / jnp.asarray(n_neg, dt)
     wt = p * s ** (p - 1) / jnp.asarray(n_pos * n_neg, dt)
     grad_neg = -wt * G
     # Window sums of w_j are taken about their mean: equal weights (p = 1, or many s_j alike)

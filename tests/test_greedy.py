@@ -115,10 +115,11 @@ def _intermediate_sizes(jaxpr, out):
 
 def test_scoring_never_forms_the_pair_matrix():
     # every array traced in the candidate scorer (while loops, vmapped windows included) is
-    # smaller than one candidate's m+ x m− pair matrix
+    # smaller than one candidate's m+ x m− pair matrix (m− above the 8 search cells per
+    # positive, jaxrank.pairwise._CELLS, so that an O(m+) table is smaller than the pairs)
     from jaxrank.greedy import _newton
 
-    n_pos, n_neg, kappa, m = 9, 13, 2, 25
+    n_pos, n_neg, kappa, m = 9, 30, 2, 42
     loss = jax.tree.map(lambda v: jnp.asarray(v, jnp.float64), losses.squared_hinge())
     score = lambda f, D, fc, kcc: _newton(
         f, D, fc, kcc, 0.1, loss, 1e-8, n_pos=n_pos, n_neg=n_neg, max_newton=5

@@ -189,3 +189,23 @@ def test_bucketed_searchsorted_is_exact(seed, dtype):
     got = np.asarray(pairwise._searchsorted_rows(jnp.asarray(s), jnp.asarray(q)))
     ref = np.stack([np.searchsorted(s[b], q[b], side="left") for b in range(B)])
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("crowded", [False, True])
+def test_bucketed_searchsorted_both_branches(dtype, crowded):
+    # Spread values leave every cell with at most _SCAN values (the direct comparisons alone);
+    # a run of more than _SCAN ties in one row sends the batch through the bisection branch.
+    rng = np.random.default_rng(7)
+    B, n = 4, 500
+    s = np.sort(rng.uniform(-3, 3, size=(B, n)), axis=-1).astype(dtype)
+    if crowded:
+        s[1, 100 : 100 + 3 * pairwise._SCAN] = s[1, 100]
+    cells = np.floor((s - s[:, :1]) * (pairwise._CELLS * n / (s[:, -1:] - s[:, :1])))
+    max_cell = max(np.unique(r, return_counts=True)[1].max() for r in cells)
+    assert (max_cell > pairwise._SCAN) == crowded
+    q = np.concatenate([rng.normal(size=(B, 2000)) * 2, s, np.nextafter(s, np.inf)], 1)
+    q = q.astype(dtype)
+    got = np.asarray(pairwise._searchsorted_rows(jnp.asarray(s), jnp.asarray(q)))
+    ref = np.stack([np.searchsorted(s[b], q[b], side="left") for b in range(B)])
+    np.testing.assert_array_equal(got, ref)
