@@ -196,22 +196,18 @@ def _window_sums(a, b, lin_vals, quad_vals, n_bins):
     Per column, histograms of the values at bin ``a_j`` (and, for the quadratic columns, at
     ``b_j``); the linear columns are summed from the top (bins above ``k``), the quadratic ones
     from the bottom as a difference array. ``lin_vals`` is ``(B, n, k1)``, ``quad_vals``
-    ``(B, n, k2)``; returns ``(B, n_bins, k1)`` and ``(B, n_bins, k2)``.
+    ``(B, n, k2)`` (k1, k2 ≥ 1); returns ``(B, n_bins, k1)`` and ``(B, n_bins, k2)``.
     """
     lin = [_above(_hist(a, lin_vals[..., i], n_bins)) for i in range(lin_vals.shape[-1])]
     quad = [
         _between(_hist(a, quad_vals[..., i], n_bins), _hist(b, quad_vals[..., i], n_bins))
         for i in range(quad_vals.shape[-1])
     ]
-    B = a.shape[0]
-    stack = lambda cols, x: jnp.stack(cols, -1) if cols else jnp.zeros((B, n_bins, 0), x.dtype)
-    return stack(lin, lin_vals), stack(quad, quad_vals)
+    return jnp.stack(lin, -1), jnp.stack(quad, -1)
 
 
 def _prefix(x: jax.Array) -> jax.Array:
-    # exclusive-and-inclusive prefix sums along axis 1: (B, n, ...) -> (B, n + 1, ...)
-    zero = jnp.zeros((x.shape[0], 1, *x.shape[2:]), x.dtype)
-    return jnp.concatenate([zero, jnp.cumsum(x, axis=1)], 1)
+    return jnp.concatenate([jnp.zeros((x.shape[0], 1), x.dtype), jnp.cumsum(x, axis=-1)], -1)
 
 
 def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
