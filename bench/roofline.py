@@ -20,6 +20,11 @@ floor is the time of one pass over ``K``:
   (passes · stream) where ``passes`` is how many times the product must read ``K``: 1 for
   ``K @ v`` and ``g @ K``, 2 for Hv and value+gradient. A product is **at roofline** when
   ``per_pass ≤ 2`` (within 2× of streaming the block as often as it must).
+- **compute roof**: ``gemm`` = the best median rate of a square float32 ``A @ A`` (side 2048
+  and 4096), the machine's matrix-multiply rate; ``compute`` = the products' arithmetic
+  (``passes · 2 · m · |R| · L``) at that rate, and ``per_roof`` = time / max(passes · stream,
+  compute), the classical roofline. Where ``per_roof`` equals ``per_pass`` the arithmetic fits
+  under the memory roof and bandwidth, not arithmetic, is the floor.
 - the λ grid batched as the vmapped solver runs it, for L = 1, 2, 4, 8, 16, on the block as
   the fit stores it for L λ (from L = 4 on CPU with ``Kᵀ`` beside ``K``,
   :class:`jaxrank.kernels.DualBlock`): ``K @ V`` (``V``: |R| × L), ``G @ K`` (``jax.vmap`` of
@@ -147,6 +152,23 @@ def _stream(K):
 
 
 @jax.jit
+def _gemm(A):
+    return A @ A
+
+
+def gemm_rate(tm, sizes=(2048, 4096)) -> dict:
+    """The machine's float32 matrix-multiply rate: the best median over square products of
+    ``sizes`` (the compute roof of the products)."""
+    rates = {}
+    for n in sizes:
+        A = jax.random.normal(jax.random.key(3), (n, n), DTYPE)
+        rates[str(n)] = 2 * n**3 / tm(lambda A=A: _gemm(A))
+        del A
+    return {"what": f"A @ A, A float32 square of side {sizes}", "flops_per_s": max(rates.values()),
+            "by_size": rates}  # fmt: skip
+
+
+@jax.jit
 def _matmul(K, V):
     return kernels.matmul(K, V)
 
@@ -257,16 +279,22 @@ GK_LABEL = "G@K as the fit runs it (L ≥ 4 on CPU: (KᵀGᵀ)ᵀ, Kᵀ stored b
 BATCH_PASSES = {"KV": 1, "GK": 1, "GK_rows": 1, "GK_plain": 1, "hvp": 2, "value_grad": 2}
 
 
-def _ratios(times: dict, passes: dict, stream: float) -> dict:
-    return {
-        k: {
+def _ratios(times: dict, passes: dict, stream: float, flops: float, rate: float) -> dict:
+    # ``flops`` per pass over K (2·m·|R|·columns); ``roof`` is the classical roofline, the
+    # larger of the passes' stream time and the products' arithmetic at the GEMM rate.
+    out = {}
+    for k, t in times.items():
+        compute = passes[k] * flops / rate
+        roof = max(passes[k] * stream, compute)
+        out[k] = {
             "time": t,
             "ratio": t / stream,
             "per_pass": t / (passes[k] * stream),
             "at_roofline": bool(t / (passes[k] * stream) <= 2.0),
+            "compute": compute,
+            "per_roof": t / roof,
         }
-        for k, t in times.items()
-    }
+    return out
 
 
 def run_size(m: int, ls: list[int], streamed: bool, repeats: int, budget: float) -> dict:
@@ -282,16 +310,19 @@ def run_size(m: int, ls: list[int], streamed: bool, repeats: int, budget: float)
     print(f"  m = {m}: block built ({time.perf_counter() - t0:.1f} s)", flush=True)
     stream = tm(lambda: _stream(K))
     res["stream"] = {"what": "jnp.sum(K)", "time": stream, "GBps": K.nbytes / stream / 1e9}
+    res["gemm"] = gemm_rate(tm)
+    rate = res["gemm"]["flops_per_s"]
+    flops = 2.0 * K.shape[0] * K.shape[1]  # one product with one column
     single = single_products(K, blk, tm)
     res["stream"]["Kv_GBps"] = K.nbytes / single["Kv"] / 1e9
-    res["single"] = _ratios(single, PASSES, stream)
+    res["single"] = _ratios(single, PASSES, stream, flops, rate)
     res["single"]["hvp/(Kv+gK)"] = single["hvp"] / (single["Kv"] + single["gK"])
     print(f"  m = {m}: single products ({time.perf_counter() - t0:.1f} s)", flush=True)
 
     res["batched"] = {}
     for L in ls:
         b = batched_products(K, blk, L, tm)
-        res["batched"][str(L)] = _ratios(b, BATCH_PASSES, stream)
+        res["batched"][str(L)] = _ratios(b, BATCH_PASSES, stream, L * flops, rate)
         print(f"  m = {m}: L = {L} ({time.perf_counter() - t0:.1f} s)", flush=True)
     Ls = np.asarray(ls, float)
     t_h = np.asarray([res["batched"][str(L)]["hvp"]["time"] for L in ls])
@@ -374,8 +405,13 @@ def _s(x) -> str:
     return C.fmt_seconds(x)
 
 
+def _roof(r: dict) -> str:
+    # results written before the compute roof was measured have no per_roof
+    return f"/{r['per_roof']:.2f}" if "per_roof" in r else ""
+
+
 def _cell(r: dict) -> str:
-    return f"{_s(r['time'])} {r['per_pass']:.2f}{'' if r['at_roofline'] else '*'}"
+    return f"{_s(r['time'])} {r['per_pass']:.2f}{'' if r['at_roofline'] else '*'}{_roof(r)}"
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
@@ -402,12 +438,14 @@ def print_all(results: list[dict], ls: list[int]) -> None:
                 _s(r["stream"]["time"]), f"{r['stream']['GBps']:.1f}",
                 f"{r['stream']['Kv_GBps']:.1f}", _cell(s["Kv"]), _cell(s["gK"]),
                 _cell(s["hvp"]), _cell(s["value_grad"]), f"{s['hvp/(Kv+gK)']:.2f}",
+                f"{r['gemm']['flops_per_s'] / 1e9:.0f}" if "gemm" in r else "-",
             ]
         )  # fmt: skip
     header = ["m", "|R|", "K", "stream", "GB/s", "K@v GB/s", "K@v", "g@K", "Hv",
-              "val+grad", "Hv/(Kv+gK)"]  # fmt: skip
+              "val+grad", "Hv/(Kv+gK)", "GEMM GFLOP/s"]  # fmt: skip
     _table(
-        "one λ: median time, then time / (passes x stream); * = not at roofline (> 2)",
+        "one λ: median time, time / (passes x stream) (* = not at roofline, > 2), "
+        "/ time / max(passes x stream, FLOPs / GEMM rate)",
         header,
         rows,
     )
@@ -462,7 +500,7 @@ def print_all(results: list[dict], ls: list[int]) -> None:
 
 
 def _md_cell(r: dict) -> str:
-    return f"{_s(r['time'])} ({r['per_pass']:.2f}{'' if r['at_roofline'] else ' ✗'})"
+    return f"{_s(r['time'])} ({r['per_pass']:.2f}{'' if r['at_roofline'] else ' ✗'}{_roof(r)})"
 
 
 def markdown(result: dict) -> str:
@@ -474,23 +512,27 @@ def markdown(result: dict) -> str:
     lines = [
         f"`make_rare_class(m, ρ, t={st['t']}, d={st['d']})`, RankRC basis, {st['dtype']}, "
         f"λ = {st['lam']:.4g}{' — QUICK' if st.get('quick') else ''}. Cells: median time "
-        "(time / (passes × stream)); ✗ = not at roofline (> 2). stream = median of `jnp.sum(K)`, "
+        "(time / (passes × stream)); ✗ = not at roofline (> 2); after the slash, time / max("
+        "passes × stream, FLOPs / GEMM rate), the classical roofline with the compute roof "
+        "(GEMM rate: the best square float32 `A @ A`). stream = median of `jnp.sum(K)`, "
         "one read of the block. No paper numbers: seed 000 (eq. 18-20) states the O(m m+) cost "
         "per product that these times check; the README target is Hv / (K@v + g@K) ≤ 2.5.",
         "",
-        "| m | \\|R\\| | K | stream | GB/s | K@v | g@K | Hv | value+grad | Hv / (K@v + g@K) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| m | \\|R\\| | K | stream | GB/s | K@v | g@K | Hv | value+grad | Hv / (K@v + g@K) "
+        "| GEMM GFLOP/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["results"]:
         if "error" in r:
-            lines.append(f"| {r['m']:,} | failed: {r['error']} |" + " |" * 8)
+            lines.append(f"| {r['m']:,} | failed: {r['error']} |" + " |" * 9)
             continue
         s1 = r["single"]
+        gemm = f"{r['gemm']['flops_per_s'] / 1e9:.0f}" if "gemm" in r else "-"
         lines.append(
             f"| {r['m']:,} | {r['n_basis']} | {C.fmt_bytes(r['K_bytes'])} "
             f"| {_s(r['stream']['time'])} | {r['stream']['GBps']:.1f} | {_md_cell(s1['Kv'])} "
             f"| {_md_cell(s1['gK'])} | {_md_cell(s1['hvp'])} | {_md_cell(s1['value_grad'])} "
-            f"| {s1['hvp/(Kv+gK)']:.2f} |"
+            f"| {s1['hvp/(Kv+gK)']:.2f} | {gemm} |"
         )
     for name, label in (
         ("KV", "K@V"), ("GK", GK_LABEL), ("GK_rows", "G@K on K alone (vmapped two-level)"),
@@ -625,7 +667,8 @@ def main(argv=None) -> int:
             "repeats": args.repeats,
             "time_budget": args.time_budget,
             "stream_rule": "stream = median t(jnp.sum(K)); per_pass = t / (passes * stream); "
-            "at_roofline: per_pass <= 2; passes: K@v, g@K, K@V, G@K 1; Hv, value+grad 2",
+            "at_roofline: per_pass <= 2; passes: K@v, g@K, K@V, G@K 1; Hv, value+grad 2; "
+            "per_roof = t / max(passes * stream, passes * 2 m |R| L / GEMM rate)",
             "quick": args.quick,
             "subprocess_per_size": not args.in_process,
         },
