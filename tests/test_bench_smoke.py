@@ -51,9 +51,18 @@ def test_roofline_quick(runs):
         assert c["ratio"] == pytest.approx(c["time"] / stream["time"])
         assert c["per_pass"] == pytest.approx(c["time"] / (p * stream["time"]))
         assert c["at_roofline"] == (c["per_pass"] <= 2)
+    rate = r["gemm"]["flops_per_s"]
+    assert rate == max(r["gemm"]["by_size"].values()) > 0
+    flops = 2 * r["m_pad"] * r["n_basis"]  # one column, one pass
     assert set(r["batched"]) == {"1", "2"}
-    for b in r["batched"].values():
+    for L, b in r["batched"].items():
         assert set(b) == {"KV", "GK", "GK_rows", "GK_plain", "hvp", "value_grad"}
+        for name, c in b.items():
+            p = 2 if name in ("hvp", "value_grad") else 1
+            assert c["compute"] == pytest.approx(p * int(L) * flops / rate)
+            roof = max(p * stream["time"], c["compute"])  # the larger roof binds
+            assert c["per_roof"] == pytest.approx(c["time"] / roof)
+            assert c["per_roof"] <= c["per_pass"] * (1 + 1e-9)
     h = r["hvp_per_lambda"]
     t = [r["batched"][L]["hvp"]["time"] for L in ("1", "2")]
     assert h["slope"] == pytest.approx(t[1] - t[0])  # two points: the line through them
