@@ -189,6 +189,11 @@ def _between(hist_a: jax.Array, hist_b: jax.Array) -> jax.Array:
     return jnp.cumsum((hist_a - hist_b)[:, :-1], axis=1)
 
 
+def _in_window(a: jax.Array, b: jax.Array, vals: jax.Array, n_bins: int) -> jax.Array:
+    # Per row and bin k < n_bins: Σ_{j: a_j ≤ k < b_j} vals_j.
+    return _between(_hist(a, vals, n_bins), _hist(b, vals, n_bins))
+
+
 def _window_sums(a, b, lin_vals, quad_vals, n_bins):
     """Per row and sorted positive ``k``: ``Σ_{j: a_j > k} lin_vals_j`` (the linear window) and
     ``Σ_{j: a_j ≤ k < b_j} quad_vals_j`` (the quadratic window), for several columns at once.
@@ -199,10 +204,7 @@ def _window_sums(a, b, lin_vals, quad_vals, n_bins):
     ``(B, n, k2)`` (k1, k2 ≥ 1); returns ``(B, n_bins, k1)`` and ``(B, n_bins, k2)``.
     """
     lin = [_above(_hist(a, lin_vals[..., i], n_bins)) for i in range(lin_vals.shape[-1])]
-    quad = [
-        _between(_hist(a, quad_vals[..., i], n_bins), _hist(b, quad_vals[..., i], n_bins))
-        for i in range(quad_vals.shape[-1])
-    ]
+    quad = [_in_window(a, b, quad_vals[..., i], n_bins) for i in range(quad_vals.shape[-1])]
     return jnp.stack(lin, -1), jnp.stack(quad, -1)
 
 
@@ -252,7 +254,7 @@ def _windows_b(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, with_sq: 
     # m−-long sums of large values in float32
     if with_sq:
         vals = jnp.where(active, 1 + fn, 0)
-        sq = _between(_hist(a, vals, n_pos), _hist(b, vals, n_pos))
+        sq = _in_window(a, b, vals, n_pos)
     w = Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
     return (w, sq) if with_sq else w
 
@@ -291,7 +293,7 @@ def _hvp_b(w: Windows, dp, dn, loss):
     DP = _prefix(ds)
     h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (_flat_take(DP, w.b) - _flat_take(DP, w.a)))
     dq = jnp.where(w.active, dn, 0)
-    sd = _between(_hist(w.a, dq, dp.shape[1]), _hist(w.b, dq, dp.shape[1]))
+    sd = _in_window(w.a, w.b, dq, dp.shape[1])
     h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
     return _unsort(w.order, h_sorted), h_neg
 
