@@ -14,7 +14,7 @@ The same three measurements on every platform, sized to it:
    the vendor datasheets; anything else, CPUs included, is "unknown").
 
 Sizes: on CPU small (m = 2000, 10⁴; ``--quick``: 2000), so the script stays tested; on a GPU
-m = 10⁵, 10⁶, 4·10⁶ where the kernel block fits: a size runs only when the block plus the
+m = 10⁵, 10⁶, 2·10⁶, 4·10⁶ where the kernel block fits: a size runs only when the block plus the
 rows on the device fit in :func:`jaxrank.kernels.default_memory_budget` (80 % of the device
 allocator's limit), otherwise it is listed as skipped with the bytes it needs. Data as
 ``bench/core.py``: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` standardised, ρ = 1 % below
@@ -61,7 +61,7 @@ LAM = 2.0**-8
 LAM_GRID = 2.0 ** np.arange(-20, 11, 2)
 CPU_SIZES = (2_000, 10_000)
 CPU_QUICK = (2_000,)
-GPU_SIZES = (100_000, 1_000_000, 4_000_000)
+GPU_SIZES = (100_000, 1_000_000, 2_000_000, 4_000_000)
 GPU_QUICK = (100_000,)
 
 # Nominal peak memory bandwidth (bytes/s) by device kind, first match wins; vendor datasheets.
@@ -295,21 +295,17 @@ def _s(x) -> str:
     return C.fmt_seconds(x)
 
 
-def print_all(results: list[dict], device: dict | None) -> None:
-    if device:
-        peak = device["nominal_peak_GBps"]
-        print(
-            f"\ndevice {device['device_kind']} ({device['platform']}), memory budget "
-            f"{C.fmt_bytes(device['memory_budget_bytes'])}, nominal peak "
-            f"{peak if peak == 'unknown' else f'{peak:.0f} GB/s'}"
-        )
-    header = ["m", "m+", "K", "fit 1st", "fit", "Newton/CG", "grid 1st", "grid", "grid/fit",
-              "stream", "Hv", "Hv/2stream", "GB/s stream", "GB/s Hv", "peak frac Hv"]  # fmt: skip
+HEADER = ["m", "m+", "K", "fit 1st", "fit", "Newton/CG", "grid 1st", "grid", "grid/fit",
+          "stream", "Hv", "Hv/2stream", "GB/s stream", "GB/s Hv", "peak frac Hv"]  # fmt: skip
+
+
+def table_rows(results: list[dict]) -> list[list[str]]:
+    """One row of :data:`HEADER` per size (a skipped or failed size says why in its last cell)."""
     rows = []
     for r in results:
         if "error" in r or "skipped" in r:
             rows.append(
-                [str(r["m"])] + ["-"] * (len(header) - 2) + [r.get("error", r.get("skipped"))]
+                [str(r["m"])] + ["-"] * (len(HEADER) - 2) + [r.get("error", r.get("skipped"))]
             )
             continue
         f, g, p = r["fit"], r["grid"], r["products"]
@@ -325,14 +321,53 @@ def print_all(results: list[dict], device: dict | None) -> None:
                 frac if frac == "unknown" else f"{frac['hvp']:.2f}",
             ]
         )  # fmt: skip
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    return rows
+
+
+def _device_line(device: dict) -> str:
+    peak = device["nominal_peak_GBps"]
+    return (
+        f"device {device['device_kind']} ({device['platform']}), memory budget "
+        f"{C.fmt_bytes(device['memory_budget_bytes'])}, nominal peak "
+        f"{peak if peak == 'unknown' else f'{peak:.0f} GB/s'}"
+    )
+
+
+def print_all(results: list[dict], device: dict | None) -> None:
+    if device:
+        print("\n" + _device_line(device))
+    rows = table_rows(results)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+    print("  ".join(h.rjust(w) for h, w in zip(HEADER, widths, strict=True)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)))
     for r in results:
         for stage in ("fit", "grid"):
             for msg in r.get(stage, {}).get("time", {}).get("warnings", []):
                 print(f"warning (m = {r['m']}, {stage}): {msg}")
+
+
+def markdown(result: dict) -> str:
+    """The RESULTS.md section of a saved run: device line, the table, first-call notes."""
+    env = result.get("env") or {}
+    lines = []
+    if result.get("device"):
+        lines.append(
+            _device_line(result["device"]) + f"; jax {env.get('jax', '?')}, "
+            f"{result['settings']['dtype']}, ρ per size {result['settings']['rho']}."
+        )
+        lines.append("")
+    lines.append("| " + " | ".join(HEADER) + " |")
+    lines.append("|" + "---|" * len(HEADER))
+    for row in table_rows(result["results"]):
+        lines.append("| " + " | ".join(row + ["-"] * (len(HEADER) - len(row))) + " |")
+    lines.append("")
+    lines.append(
+        "`fit 1st` / `grid 1st`: the first call in a fresh process (XLA compilation included, "
+        "empty persistent cache); `fit` / `grid`: median of the repeats after it. `Hv/2stream`: "
+        "one Hessian-vector product against two reads of the kernel block (`jnp.sum(K)`)."
+    )
+    return "\n".join(lines) + "\n"
 
 
 def parse_args(argv=None):
