@@ -11,9 +11,15 @@ Example:
   >>> X, y = jaxrank.datasets.make_rare_class(500, 0.1, 0.75, seed=0)
   >>> model = jaxrank.fit_rankrc(X, y, 2.0**-8)
   >>> scores = model.decision_function(X)
+
+Importing jaxrank switches on JAX's persistent compilation cache (a per-user directory,
+``~/.cache/jaxrank/jax`` by default) unless a cache is already configured or
+``JAXRANK_NO_COMPILATION_CACHE=1`` is set: see :func:`set_compilation_cache` and
+``jaxrank/_cache.py`` for exactly which JAX options that sets.
 """
 
 from jaxrank import (
+    _cache,
     bases,
     bounds,
     datasets,
@@ -33,6 +39,11 @@ from jaxrank import (
     solver,
     stochastic,
 )
+from jaxrank._cache import (
+    CompilationCacheWarning,
+    compilation_cache_dir,
+    set_compilation_cache,
+)
 from jaxrank._validation import PrecisionWarning
 from jaxrank.dopmid import fit_dopmid
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
@@ -50,7 +61,12 @@ from jaxrank.stochastic import fit_rankrc_stochastic
 
 __version__ = "0.1.0"
 
+# The one side effect of the import (issue 16): JAX's persistent compilation cache in a
+# per-user directory, so a later process loads the compiled solver instead of compiling it.
+_cache._configure_on_import()
+
 __all__ = [
+    "CompilationCacheWarning",
     "ConvergenceWarning",
     "Gaussian",
     "Linear",
@@ -63,6 +79,7 @@ __all__ = [
     "Status",
     "bases",
     "bounds",
+    "compilation_cache_dir",
     "datasets",
     "dopmid",
     "fit",
@@ -90,6 +107,7 @@ __all__ = [
     "push",
     "select",
     "select_lambda",
+    "set_compilation_cache",
     "solver",
     "stochastic",
 ]
