@@ -45,6 +45,7 @@ import dataclasses
 import hashlib
 import io as _stdio
 import json
+import math
 import os
 import re
 import tempfile
@@ -207,10 +208,47 @@ def _decode(node, arrays: dict[str, np.ndarray], where: str):
             raise ValueError(f"corrupt metadata: kernel field {where!r} has no parameters.")
         params = {k: _decode(v, arrays, f"{where}.{k}") for k, v in fields.items()}
         try:
-            return cls(**params)
+            kernel = cls(**params)
         except TypeError as err:
             raise ValueError(f"kernel {node['kernel']!r} in field {where!r}: {err}") from None
+        _check_kernel(kernel, where)
+        return kernel
     raise ValueError(f"corrupt metadata: field {where!r} is malformed.")
+
+
+def _real(value) -> float | None:
+    """``value`` as a float if it is one real number (Python, numpy or 0-d array), else None."""
+    if isinstance(value, bool | str | bytes) or value is None:
+        return None
+    arr = np.asarray(value) if isinstance(value, np.ndarray | np.generic | jax.Array) else None
+    if arr is not None:
+        return float(arr) if arr.shape == () and arr.dtype.kind in "iuf" else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _check_kernel(kernel, where: str) -> None:
+    """The parameters a jaxrank kernel's constructor would accept (``kernels.gaussian``...)."""
+    if isinstance(kernel, _kernels.Gaussian):
+        s = _real(kernel.sigma2)
+        if s is None or not math.isfinite(s) or s <= 0:
+            raise ValueError(
+                f"kernel field {where!r}: Gaussian sigma2 must be finite and > 0, got "
+                f"{kernel.sigma2!r}."
+            )
+    elif isinstance(kernel, _kernels.Polynomial):
+        deg = kernel.degree
+        if type(deg) is not int or deg < 1:
+            raise ValueError(
+                f"kernel field {where!r}: polynomial degree must be a positive integer, got "
+                f"{deg!r}."
+            )
+        for name in ("gamma", "coef0"):
+            v = _real(getattr(kernel, name))
+            if v is None or not math.isfinite(v):
+                raise ValueError(
+                    f"kernel field {where!r}: polynomial {name} must be a finite number, got "
+                    f"{getattr(kernel, name)!r}."
+                )
 
 
 def _lookup(name, arrays, where):
@@ -326,42 +364,264 @@ def save(model, path) -> None:
     if hasattr(path, "write"):
         path.write(blob)
         return
+    write_atomic(path, blob)
+
+
+def check_output_path(path) -> str:
+    """Check, before any work, that a file can be written at ``path``; returns ``path`` as ``str``.
+
+    Catches what would otherwise surface only when the result is written (after a long fit):
+    a missing folder, a folder that is not writable, a ``path`` that is a directory or another
+    non-regular file (a device, a FIFO). An existing regular file is fine (it is replaced).
+
+    Raises:
+      FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError: with a message
+        naming ``path``.
+      ValueError: ``path`` exists and is not a regular file.
+    """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxrank-", suffix=".tmp")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"cannot write {path}: it is a directory, not a file name.")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise ValueError(f"cannot write {path}: it exists and is not a regular file.")
+    if not os.path.exists(folder):
+        raise FileNotFoundError(f"cannot write {path}: no directory {folder}.")
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(f"cannot write {path}: {folder} is not a directory.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write {path}: the folder {folder} is not writable.")
+    return path
+
+
+def _umask() -> int:
+    """The process umask (read without changing it where the OS allows)."""
     try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the only portable read is to set it and set it back
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` through a temporary file in the same folder, then rename.
+
+    An interrupted write never leaves a half-written file under ``path``. The file gets the
+    mode an ordinary ``open(path, "w")`` would give (``0o666`` less the umask), not the
+    temporary file's private ``0o600``. Errors name ``path``, never the temporary file.
+
+    Raises:
+      OSError: the folder is missing or not writable, ``path`` is a directory, the disk is full
+        (the message names ``path``).
+      ValueError: ``path`` exists and is not a regular file.
+    """
+    path = check_output_path(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxrank-", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+        tmp = None
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise type(err)(f"cannot write {path}: {reason}.") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
-        raise
+
+
+# --------------------------------------------------------------------------------------------
+# reading: a stored-only archive, every size checked before anything is read
+# --------------------------------------------------------------------------------------------
+
+#: Largest ``__meta__`` record read (bytes): a RankModel's is about 1 kB.
+META_MAX_BYTES = 1 << 20
+_ZIP_MAGIC = b"PK\x03\x04"
+# kinds numpy.load(allow_pickle=False) restores exactly; "U" for the CLI's text fields
+_KINDS = frozenset("biufU")
+
+
+def _npy_header(data: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """``(shape, fortran_order, dtype, data offset)`` of ``.npy`` bytes (header only)."""
+    f = _stdio.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy version {version}")
+    return shape, fortran, dtype, f.tell()
+
+
+class Archive:
+    """An ``.npz`` file held in memory, read without trusting any size written in it.
+
+    Opening reads only the zip directory and refuses, before any member is read: encrypted
+    or compressed members (jaxrank writes every member stored, so nothing is ever inflated and
+    no member can claim more bytes than the file holds), a stored size that differs from the
+    compressed one, a member reaching past the end of the file, repeated member names and
+    names that are not ``NAME.npy``. :meth:`read` checks a member's size in the directory
+    against a limit, then its ``.npy`` header (dtype, shape) against what the caller expects,
+    and only then copies the data: a header claiming ``(100000000000,)`` is refused from the
+    header. Every failure is a ``ValueError`` naming the file (``what``).
+
+    Args:
+      raw: the file's bytes.
+      what: how messages name the file (e.g. ``"'model.npz'"``).
+      kind: what the file should be, for "is not ..." messages.
+    """
+
+    def __init__(self, raw: bytes, what: str, kind: str = "a jaxrank model file"):
+        self.what = what
+        if not raw.startswith(_ZIP_MAGIC):
+            raise ValueError(f"{what} is not {kind}: not an .npz (zip) archive.")
+        try:
+            self._zf = zipfile.ZipFile(_stdio.BytesIO(raw))
+            infos = self._zf.infolist()
+        except Exception as err:  # BadZipFile, struct.error, UnicodeDecodeError, ...: all damage
+            raise ValueError(
+                f"{what} is truncated or corrupt: not a readable .npz archive ({_brief(err)})."
+            ) from None
+        self.members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            name = info.filename
+            if not name.endswith(".npy") or "/" in name:
+                raise ValueError(f"{what} is not {kind}: unexpected member {name!r}.")
+            if name[:-4] in self.members:
+                raise ValueError(f"{what} is corrupt: member {name!r} appears twice.")
+            if info.flag_bits & 0x1:
+                raise ValueError(f"{what} is corrupt: member {name!r} is encrypted.")
+            if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+                raise ValueError(
+                    f"{what} is not {kind} as jaxrank writes it: member {name!r} is compressed "
+                    f"(zip method {info.compress_type}, {info.compress_size} bytes declared to "
+                    f"inflate to {info.file_size}); jaxrank stores members uncompressed."
+                )
+            if info.header_offset + 30 + len(name) + info.file_size > len(raw):
+                raise ValueError(
+                    f"{what} is truncated or corrupt: member {name!r} declares "
+                    f"{info.file_size} bytes, more than the file holds."
+                )
+            self.members[name[:-4]] = info
+
+    def size(self, name: str) -> int:
+        """The stored size of member ``name`` (``.npy`` header and data), from the directory."""
+        return self.members[name].file_size
+
+    def read(
+        self,
+        name: str,
+        *,
+        limit: int | None = None,
+        expect: Callable[[np.dtype, tuple[int, ...]], str | None] | None = None,
+    ) -> np.ndarray:
+        """Member ``name`` as an array, after the size and header checks.
+
+        Args:
+          name: the member without ``.npy``.
+          limit: most bytes the member may hold (checked on the directory entry).
+          expect: ``(dtype, shape) -> problem or None``, called on the header before the data
+            is read; a problem refuses the member.
+        """
+        what, member = self.what, f"{name}.npy"
+        info = self.members[name]
+        if limit is not None and info.file_size > limit:
+            raise ValueError(
+                f"{what} is corrupt: member {member!r} holds {info.file_size} bytes, at most "
+                f"{limit} expected."
+            )
+        try:
+            data = self._zf.read(info)
+            shape, fortran, dtype, offset = _npy_header(data)
+        except Exception as err:  # a CRC mismatch, a damaged header: all damage
+            raise ValueError(
+                f"{what} is corrupt: member {member!r} is not a readable array ({_brief(err)})."
+            ) from None
+        if dtype.kind not in _KINDS or dtype.fields is not None or dtype.subdtype is not None:
+            raise ValueError(
+                f"{what} is corrupt: member {member!r} has dtype {dtype.str}, not a plain "
+                "number or text array (nothing is unpickled)."
+            )
+        if expect is not None:
+            problem = expect(dtype, shape)
+            if problem:
+                raise ValueError(f"{what}: array {name!r} {problem}.")
+        count = math.prod(shape)  # Python ints: no overflow whatever the header claims
+        if len(data) - offset != count * dtype.itemsize:
+            raise ValueError(
+                f"{what} is corrupt: member {member!r} has {len(data) - offset} data bytes, its "
+                f"header (dtype {dtype.str}, shape {shape}) needs {count * dtype.itemsize}."
+            )
+        arr = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
+        return arr.reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _brief(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or "no detail"
+    return f"{type(err).__name__}: {text[:200]}"
 
 
 def _read(path) -> tuple[bytes, str]:
     if hasattr(path, "read"):
         return path.read(), "the file object"
-    with open(os.fspath(path), "rb") as f:
-        return f.read(), repr(os.fspath(path))
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a directory, not a model file.")
+    with open(path, "rb") as f:
+        return f.read(), repr(path)
 
 
-def _read_member(zf: zipfile.ZipFile, member: str, what: str) -> np.ndarray:
-    try:
-        with zf.open(member) as f:
-            return np.lib.format.read_array(_stdio.BytesIO(f.read()), allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(
-            f"{what} is corrupt: member {member!r} is not a readable array ({err})."
-        ) from None
+def _expect_manifest(spec) -> Callable[[np.dtype, tuple[int, ...]], str | None]:
+    def check(dtype, shape):
+        if [dtype.str, list(shape)] != [spec["dtype"], spec["shape"]]:
+            return f"has dtype {dtype.str} and shape {list(shape)}, its manifest says {spec!r}"
+        return None
+
+    return check
+
+
+def _check_manifest(manifest, what: str) -> None:
+    """Each entry ``{"dtype": "<f8", "shape": [n, d]}`` with a stored dtype, shape ints >= 0."""
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{what} has corrupt metadata: malformed manifest.")
+    for name, spec in manifest.items():
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        ok = (
+            isinstance(name, str)
+            and isinstance(spec, dict)
+            and set(spec) == {"dtype", "shape"}
+            and isinstance(spec["dtype"], str)
+            and spec["dtype"][1:] in _DTYPES
+            and spec["dtype"][:1] in "<|"
+            and isinstance(shape, list)
+            and len(shape) <= 32
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        )
+        if not ok:
+            raise ValueError(f"{what} has corrupt metadata: manifest entry {name!r} is {spec!r}.")
 
 
 def load(path):
     """Read a model written by :func:`save`, checking format, version, manifest and checksum.
 
     Arrays come back bit for bit in their saved dtypes (a float64 model needs x64 switched on:
-    without it the file is refused rather than rounded). Never unpickles anything
-    (``allow_pickle=False``).
+    without it the file is refused rather than rounded). Never unpickles anything, never
+    inflates a compressed member, and never allocates more than the file's own size: every
+    member's size in the zip directory and every ``.npy`` header are checked against the
+    manifest (of at most :data:`META_MAX_BYTES`) before the member is read. After the
+    checksum, every field is validated as the fitters validate their arguments (a Gaussian
+    σ² finite and > 0, a known loss, ε a finite number > 0, λ finite and > 0, solver status
+    codes that exist, basis indices >= 0, shapes that agree): a checksum proves integrity,
+    not that the file was written by jaxrank.
 
     Args:
       path: a file name (``str`` or ``os.PathLike``) or a readable binary file object.
@@ -371,82 +631,72 @@ def load(path):
 
     Raises:
       ValueError: the file is not an ``.npz`` archive, is truncated or corrupt, is not a jaxrank
-        model, has an unknown format version, model type or kernel, lacks a field or array,
-        holds arrays the manifest does not list or list otherwise, fails its checksum, holds an
-        inconsistent model, or holds float64 arrays while x64 is off.
+        model, has another format version than :data:`FORMAT_VERSION`, an unknown model type
+        or kernel, lacks a field or array, holds arrays the manifest does not list or list
+        otherwise, fails its checksum, holds an invalid or inconsistent model, or holds
+        float64 arrays while x64 is off.
       FileNotFoundError: ``path`` does not exist.
     """
     raw, what = _read(path)
-    if not raw.startswith(b"PK\x03\x04"):
-        raise ValueError(f"{what} is not a jaxrank model file: not an .npz (zip) archive.")
-    try:
-        zf = zipfile.ZipFile(_stdio.BytesIO(raw))
-        bad = zf.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
-        raise ValueError(
-            f"{what} is truncated or corrupt: not a readable .npz archive ({err})."
-        ) from None
-    except Exception as err:  # zlib.error and friends from a damaged member header
-        raise ValueError(f"{what} is truncated or corrupt ({type(err).__name__}: {err}).") from None
-    if bad is not None:
-        raise ValueError(f"{what} is corrupt: member {bad!r} fails its zip CRC-32 check.")
-    members = {n[: -len(".npy")]: n for n in zf.namelist() if n.endswith(".npy")}
-    others = [n for n in zf.namelist() if not n.endswith(".npy")]
-    if others:
-        raise ValueError(f"{what} is not a jaxrank model file: unexpected member {others[0]!r}.")
-    if _META not in members:
-        raise ValueError(f"{what} is not a jaxrank model file: it has no {_META!r} record.")
+    return load_bytes(raw, what)
 
-    meta_arr = _read_member(zf, members[_META], what)
+
+def load_bytes(raw: bytes, what: str):
+    """:func:`load` of a file's bytes; messages name the file as ``what``."""
+    ar = Archive(raw, what)
+    if _META not in ar.members:
+        raise ValueError(f"{what} is not a jaxrank model file: it has no {_META!r} record.")
+    meta_arr = ar.read(
+        _META,
+        limit=META_MAX_BYTES,
+        expect=lambda dt, sh: None if dt == np.uint8 and len(sh) == 1 else "is not a byte string",
+    )
     try:
-        if meta_arr.dtype != np.uint8 or meta_arr.ndim != 1:
-            raise ValueError("not a byte string")
         meta = json.loads(meta_arr.tobytes().decode("utf-8"))
         if not isinstance(meta, dict):
             raise ValueError("not a JSON object")
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"{what} has corrupt metadata ({err}).") from None
+    except Exception as err:  # JSONDecodeError, UnicodeDecodeError, RecursionError: all damage
+        raise ValueError(f"{what} has corrupt metadata ({_brief(err)}).") from None
     if meta.get("format") != FORMAT_NAME:
         raise ValueError(
             f"{what} is not a jaxrank model file: format is {meta.get('format')!r}, "
             f"expected {FORMAT_NAME!r}."
         )
     version = meta.get("format_version")
-    if version != FORMAT_VERSION or isinstance(version, bool):
+    if type(version) is not int or version != FORMAT_VERSION:
+        newer = type(version) is int and version > FORMAT_VERSION
         raise ValueError(
             f"{what} has unknown format version {version!r}; this jaxrank reads version "
-            f"{FORMAT_VERSION}" + (": upgrade jaxrank." if isinstance(version, int) else ".")
+            f"{FORMAT_VERSION}" + (": upgrade jaxrank." if newer else " only.")
         )
     for key in ("model_type", "fields", "arrays"):
         if key not in meta:
             raise ValueError(f"{what} has corrupt metadata: missing field {key!r}.")
     manifest = meta["arrays"]
-    if not isinstance(manifest, dict) or not isinstance(meta["fields"], dict):
-        raise ValueError(f"{what} has corrupt metadata: malformed manifest.")
-    if _SHA not in members:
+    _check_manifest(manifest, what)
+    if not isinstance(meta["fields"], dict) or not isinstance(meta["model_type"], str):
+        raise ValueError(f"{what} has corrupt metadata: malformed fields.")
+    if _SHA not in ar.members:
         raise ValueError(f"{what} has no checksum record {_SHA!r}: cannot verify it.")
 
     for name in manifest:
-        if name not in members:
+        if name not in ar.members:
             raise ValueError(f"{what} is missing array {name!r} listed in its manifest.")
-    extra = sorted(set(members) - set(manifest) - {_META, _SHA})
+    extra = sorted(set(ar.members) - set(manifest) - {_META, _SHA})
     if extra:
         raise ValueError(f"{what} holds array {extra[0]!r} that its manifest does not list.")
     arrays = {}
     for name, spec in manifest.items():
-        arr = _read_member(zf, members[name], what)
-        if not isinstance(spec, dict) or [arr.dtype.str, list(arr.shape)] != [
-            spec.get("dtype"),
-            spec.get("shape"),
-        ]:
-            raise ValueError(
-                f"{what}: array {name!r} has dtype {arr.dtype.str} and shape {list(arr.shape)}, "
-                f"its manifest says {spec!r}."
-            )
-        arrays[name] = arr
+        # the member may hold a header (at most 64 kB in .npy 2.0) and the manifest's bytes
+        nbytes = math.prod(spec["shape"]) * np.dtype(spec["dtype"]).itemsize
+        arrays[name] = ar.read(name, limit=nbytes + 65546, expect=_expect_manifest(spec))
 
-    stored = _read_member(zf, members[_SHA], what)
-    stored = stored.tobytes().decode("ascii", "replace") if stored.dtype == np.uint8 else ""
+    stored = ar.read(
+        _SHA,
+        limit=1024,
+        expect=lambda dt, sh: None if dt == np.uint8 and sh == (64,) else "is not a sha256 hex",
+    )
+    stored = stored.tobytes().decode("ascii", "replace")
     actual = checksum(meta, arrays)
     if stored != actual:
         raise ValueError(
@@ -460,13 +710,17 @@ def load(path):
             f"{what} holds unknown model type {meta['model_type']!r} (known: "
             f"{', '.join(sorted(_MODELS))})."
         )
-    fields = {k: _decode(v, arrays, k) for k, v in meta["fields"].items()}
     try:
+        fields = {k: _decode(v, arrays, k) for k, v in meta["fields"].items()}
         return codec.from_arrays(fields)
     except KeyError as err:
         raise ValueError(
             f"{what} lacks field {err.args[0]!r} that a {meta['model_type']} needs."
         ) from None
+    except ValueError as err:
+        raise ValueError(f"{what}: {err}") from None
+    except TypeError as err:  # a field of the wrong kind reaching a constructor
+        raise ValueError(f"{what} holds an invalid {meta['model_type']} ({err}).") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,12 +759,34 @@ def _rank_model_from_arrays(fields: dict[str, Any]) -> RankModel:
     return model
 
 
-def _check_rank_model(model: RankModel) -> None:
-    """Shapes that must agree for ``decision_function`` and ``select`` to work."""
+#: Losses a fitted model can hold: those the fitters accept (``hinge`` is refused there).
+FITTED_LOSSES = ("smoothed_hinge", "squared_hinge")
+
+
+def _kind(x) -> str:
+    return np.asarray(x).dtype.kind if isinstance(x, np.ndarray | np.generic | jax.Array) else ""
+
+
+def check_fitted_fields(model, name: str = "RankModel") -> None:
+    """Validate a loaded kernel ranker as strictly as the fitters validate their arguments.
+
+    Checks the fields shared by :class:`~jaxrank.RankModel` and the models built on it:
+    ``basis`` a finite float ``(n_basis, d)`` array with n_basis, d >= 1; ``coef`` of the
+    basis's dtype, ``(n_basis,)`` or ``(L, n_basis)``, finite wherever the solver status is
+    not ``NONFINITE``; ``lam`` finite and > 0, ``()`` or ``(L,)``; ``basis_index`` integers >= 0;
+    ``loss`` one of :data:`FITTED_LOSSES`; ``eps`` a finite number (> 0 for the smoothed
+    hinge); ``info`` fields of the λ shape with integer iteration counts >= 0 and status codes
+    of :class:`~jaxrank.solver.Status` other than ``RUNNING``.
+
+    Raises:
+      ValueError: naming every problem found.
+    """
+    from jaxrank.solver import Status
+
     b, c, lam = np.shape(model.basis), np.shape(model.coef), np.shape(model.lam)
     problems = []
-    if len(b) != 2:
-        problems.append(f"basis has shape {b}, expected (n_basis, d)")
+    if len(b) != 2 or min(b, default=0) < 1:
+        problems.append(f"basis has shape {b}, expected (n_basis, d) with both >= 1")
     elif c not in ((b[0],), (*lam, b[0])) or len(lam) > 1:
         problems.append(f"coef {c}, lam {lam} and basis {b} disagree")
     elif np.shape(model.basis_index) != (b[0],):
@@ -518,10 +794,55 @@ def _check_rank_model(model: RankModel) -> None:
     for f in SolverInfo._fields:
         if np.shape(getattr(model.info, f)) != lam:
             problems.append(f"info.{f} has shape {np.shape(getattr(model.info, f))}, lam {lam}")
-    if not isinstance(model.loss, str):
-        problems.append(f"loss is {model.loss!r}, expected a name")
+    if problems:  # the value checks below need the shapes
+        raise ValueError(f"inconsistent {name}: " + "; ".join(problems) + ".")
+
+    basis, coef = np.asarray(model.basis), np.asarray(model.coef)
+    if _kind(model.basis) != "f" or _kind(model.coef) != "f" or basis.dtype != coef.dtype:
+        problems.append(
+            f"basis ({basis.dtype}) and coef ({coef.dtype}) must be arrays of one float dtype"
+        )
+    elif not np.all(np.isfinite(basis)):
+        problems.append("basis holds NaN or infinite values")
+    status = np.asarray(model.info.status)
+    codes = sorted(int(s) for s in Status if s is not Status.RUNNING)
+    if _kind(model.info.status) not in "iu" or not np.all(np.isin(status, codes)):
+        problems.append(
+            f"info.status holds {np.unique(status).tolist()!r}, valid codes are {codes} "
+            f"({', '.join(s.name for s in Status if s is not Status.RUNNING)})"
+        )
+    elif _kind(model.coef) == "f":
+        # a solve that ended NONFINITE may hold NaN; any other status promises numbers
+        rows = coef if coef.ndim == 1 else coef[status != Status.NONFINITE]
+        if coef.ndim == 1 and int(status) == Status.NONFINITE:
+            rows = coef[:0]
+        if not np.all(np.isfinite(rows)):
+            problems.append("coef holds NaN or infinite values while the solver status is finite")
+    lams = np.asarray(model.lam)
+    if _kind(model.lam) != "f" or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
+        problems.append(f"lam must be finite floats > 0, got {lams.tolist()!r}")
+    idx = np.asarray(model.basis_index)
+    if _kind(model.basis_index) not in "iu" or (idx.size and idx.min() < 0):
+        problems.append(f"basis_index must be integers >= 0 (dtype {idx.dtype})")
+    for f in ("iterations", "cg_iterations"):
+        v = np.asarray(getattr(model.info, f))
+        if _kind(getattr(model.info, f)) not in "iu" or (v.size and v.min() < 0):
+            problems.append(f"info.{f} must be integers >= 0, got {v.tolist()!r}")
+    for f in ("objective", "grad_norm"):
+        if _kind(getattr(model.info, f)) != "f":
+            problems.append(f"info.{f} must be floats")
+    if model.loss not in FITTED_LOSSES:
+        problems.append(f"loss is {model.loss!r}, expected one of {', '.join(FITTED_LOSSES)}")
+    eps = _real(model.eps)
+    if eps is None or not math.isfinite(eps) or (model.loss == "smoothed_hinge" and eps <= 0):
+        problems.append(f"eps must be a finite number > 0, got {model.eps!r}")
     if problems:
-        raise ValueError("inconsistent RankModel: " + "; ".join(problems) + ".")
+        raise ValueError(f"invalid {name}: " + "; ".join(problems) + ".")
+
+
+def _check_rank_model(model: RankModel) -> None:
+    """Kept for callers of the old name: :func:`check_fitted_fields` of a RankModel."""
+    check_fitted_fields(model, type(model).__name__)
 
 
 for _k in (_kernels.Gaussian, _kernels.Linear, _kernels.Polynomial):

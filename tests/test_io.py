@@ -187,11 +187,12 @@ class _Trap:
         return 0
 
 
-def _with_object_array(blob):
+def _with_object_array(blob, *, in_manifest=False):
     members = _members(blob)
     meta = _meta(members)
     members["coef"] = np.array([_Trap()], dtype=object)
-    meta["arrays"]["coef"] = {"dtype": "|O", "shape": [1]}
+    if in_manifest:
+        meta["arrays"]["coef"] = {"dtype": "|O", "shape": [1]}
     return _rebuild(members, meta, rehash=False)
 
 
@@ -290,7 +291,11 @@ CORRUPT = {
         ),
         "inconsistent RankModel",
     ),
-    "pickled object array": (_with_object_array, "not a readable array"),
+    "pickled object array": (_with_object_array, "not a plain number or text array"),
+    "pickled object array in the manifest": (
+        lambda b: _with_object_array(b, in_manifest=True),
+        "manifest entry 'coef'",
+    ),
 }
 
 
