@@ -1,0 +1,212 @@
+"""The persistent compilation cache that ``import jaxrank`` switches on (issue 16, item 2).
+
+Import-time behaviour is checked in fresh subprocesses (each imports jax and jaxrank from
+scratch, with ``XDG_CACHE_HOME`` pointed at a temporary directory and no ``JAX_*`` variables
+from the test session); :func:`jaxrank.set_compilation_cache` in this process, restoring JAX's
+config afterwards. The one expensive test compiles a small fit in two processes and checks that
+the second loads the solver from the first one's cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import pytest
+
+import jaxrank
+from jaxrank import _cache
+
+JAX_DEFAULT_MIN_TIME = 1.0  # jax_persistent_cache_min_compile_time_secs when nobody sets it
+
+# Prints, as JSON: the cache dir JAX uses, the min compile time, and the warnings of the import.
+_REPORT = """
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    {pre}
+    import jax, jaxrank
+    {post}
+print(json.dumps({{
+    "dir": jax.config.jax_compilation_cache_dir,
+    "min_time": jax.config.jax_persistent_cache_min_compile_time_secs,
+    "api_dir": None if jaxrank.compilation_cache_dir() is None
+               else str(jaxrank.compilation_cache_dir()),
+    "warnings": [[w.category.__name__, str(w.message)] for w in caught],
+}}))
+"""
+
+
+def _env(tmp_path: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXRANK_"))}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    env.update(extra)
+    return env
+
+
+def _run(code: str, env: dict, cwd: Path, timeout: float = 300) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _report(tmp_path: Path, *, pre: str = "pass", post: str = "pass", **env: str) -> dict:
+    code = _REPORT.format(pre=pre, post=post)
+    return _run(code, _env(tmp_path, **env), cwd=tmp_path)
+
+
+def test_import_uses_per_user_default(tmp_path):
+    r = _report(tmp_path)
+    want = tmp_path / "xdg" / "jaxrank" / "jax"
+    assert r["dir"] == r["api_dir"] == str(want)
+    assert r["min_time"] == _cache.MIN_COMPILE_TIME_SECS
+    assert r["warnings"] == []
+    assert want.is_dir() and (want.stat().st_mode & 0o777) == 0o700  # trusted code: owner only
+    assert list(want.iterdir()) == []  # the probe file is gone; nothing compiled yet
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["xdg"]  # nothing in the cwd
+
+
+def test_home_fallback_without_xdg(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert _cache.default_cache_dir() == tmp_path / ".cache" / "jaxrank" / "jax"
+
+
+def test_env_dir_honoured_and_env_threshold_kept(tmp_path):
+    env_dir = tmp_path / "env-cache"
+    r = _report(tmp_path, JAX_COMPILATION_CACHE_DIR=str(env_dir))
+    assert r["dir"] == str(env_dir) and r["min_time"] == _cache.MIN_COMPILE_TIME_SECS
+    assert env_dir.is_dir() and not (tmp_path / "xdg").exists()
+    r = _report(
+        tmp_path,
+        JAX_COMPILATION_CACHE_DIR=str(env_dir),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="2.5",
+    )
+    assert r["dir"] == str(env_dir) and r["min_time"] == 2.5
+
+
+def test_user_jax_config_left_alone(tmp_path):
+    mine = tmp_path / "mine"
+    pre = f"import jax; jax.config.update('jax_compilation_cache_dir', {str(mine)!r})"
+    r = _report(tmp_path, pre=pre)
+    assert r["dir"] == str(mine) and r["min_time"] == JAX_DEFAULT_MIN_TIME
+    assert not mine.exists() and not (tmp_path / "xdg").exists()  # not even probed
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_opt_out_env(tmp_path, value):
+    r = _report(tmp_path, JAXRANK_NO_COMPILATION_CACHE=value)
+    assert r["dir"] is None and r["api_dir"] is None and r["min_time"] == JAX_DEFAULT_MIN_TIME
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_unusable_dir_one_warning_then_silent(tmp_path):
+    # A path under a regular file: mkdir fails for root too (chmod would not stop root).
+    blocker = tmp_path / "xdg"
+    blocker.write_text("not a directory")
+    post = "jax.block_until_ready(jax.jit(lambda x: x * 2 + 1)(jax.numpy.arange(5.0)))"
+    r = _report(tmp_path, post=post)
+    assert r["dir"] is None and r["api_dir"] is None
+    assert len(r["warnings"]) == 1, r["warnings"]  # the compile after it adds no JAX warning
+    category, message = r["warnings"][0]
+    assert category == "CompilationCacheWarning"
+    assert str(blocker / "jaxrank" / "jax") in message and "NotADirectoryError" in message
+
+
+@pytest.fixture
+def restore_jax_cache_config():
+    """Put JAX's cache config of this test process back after a test changes it."""
+    saved = (
+        jax.config.jax_compilation_cache_dir,
+        jax.config.jax_persistent_cache_min_compile_time_secs,
+    )
+    yield
+    jax.config.update("jax_compilation_cache_dir", saved[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])
+    _cache._drop_initialized_cache()
+
+
+def test_set_compilation_cache_switches(tmp_path, restore_jax_cache_config, monkeypatch):
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", raising=False)
+    target = tmp_path / "a" / "b"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jaxrank.set_compilation_cache(target) == target
+    assert jax.config.jax_compilation_cache_dir == str(target) and target.is_dir()
+    assert jaxrank.compilation_cache_dir() == target
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == _cache.MIN_COMPILE_TIME_SECS
+    assert jaxrank.set_compilation_cache(None) is None
+    assert jax.config.jax_compilation_cache_dir is None and jaxrank.compilation_cache_dir() is None
+
+
+def test_set_compilation_cache_unusable_warns_not_raises(tmp_path, restore_jax_cache_config):
+    (tmp_path / "file").write_text("x")
+    with pytest.warns(jaxrank.CompilationCacheWarning, match="NotADirectoryError") as rec:
+        assert jaxrank.set_compilation_cache(tmp_path / "file" / "cache") is None
+    assert len(rec) == 1 and jax.config.jax_compilation_cache_dir is None
+
+
+def test_read_only_dir(tmp_path, restore_jax_cache_config):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        try:  # can this process write there anyway (root ignores the mode bits)?
+            (ro / "x").write_bytes(b"")
+            (ro / "x").unlink()
+            writable = True
+        except PermissionError:
+            writable = False
+        if writable:  # then JAX's writes succeed as well: the cache is usable
+            assert jaxrank.set_compilation_cache(ro) == ro
+        else:
+            with pytest.warns(jaxrank.CompilationCacheWarning, match="PermissionError"):
+                assert jaxrank.set_compilation_cache(ro) is None
+            assert jax.config.jax_compilation_cache_dir is None
+    finally:
+        ro.chmod(0o700)
+
+
+def test_full_disk_warns(tmp_path, restore_jax_cache_config, monkeypatch):
+    monkeypatch.setattr(_cache, "_free_bytes", lambda path: _cache.MIN_FREE_BYTES - 1)
+    with pytest.warns(jaxrank.CompilationCacheWarning, match="MiB free"):
+        assert jaxrank.set_compilation_cache(tmp_path / "full") is None
+    assert jax.config.jax_compilation_cache_dir is None
+
+
+# A small fit in a fresh process; prints the modules JAX compiled and loaded from the cache.
+_FIT = """
+import json, logging
+import numpy as np
+hits = []
+class H(logging.Handler):
+    def emit(self, record):
+        msg = record.getMessage()
+        if msg.startswith("Persistent compilation cache hit for "):
+            hits.append(msg.split("'")[1])
+logging.getLogger("jax._src.compiler").addHandler(H())
+logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
+import jax, jaxrank
+X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
+jax.block_until_ready(jaxrank.fit_rankrc(X, y, 2.0 ** -4).coef)
+print(json.dumps({"hits": hits, "dir": str(jaxrank.compilation_cache_dir())}))
+"""
+
+
+def test_second_process_loads_the_solver(tmp_path):
+    env = _env(tmp_path)
+    first = _run(_FIT, env, cwd=tmp_path)
+    cache = Path(first["dir"])
+    assert cache == tmp_path / "xdg" / "jaxrank" / "jax"
+    entries = [p for p in cache.iterdir() if p.name.endswith("-cache")]
+    assert "jit__solve" not in first["hits"] and entries
+    second = _run(_FIT, env, cwd=tmp_path)
+    assert "jit__solve" in second["hits"], second["hits"]
