@@ -1,4 +1,4 @@
-"""``python -m jaxrank`` runs the ``jaxrank`` command line (default: the demo)."""
+"""``python -m jaxrank`` runs the ``jaxrank`` command line (no command: its help)."""
 
 import sys
 
