@@ -100,16 +100,19 @@ def check_binary_labels(y, *, name: str = "y") -> np.ndarray:
       ValueError: ``y`` is not 1-D, has NaN, is not two-valued, or has no positive label.
     """
     arr = label_vector(y, name)
+    if arr.dtype.kind == "O":  # e.g. pandas' object columns of ints: judge them as numbers
+        as_list = np.asarray(arr.tolist())
+        arr = as_list if as_list.dtype.kind in "biuf" and as_list.shape == arr.shape else arr
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values.")
     values = np.unique(arr)
     if values.size == 1:
         raise ValueError(
-            f"{name} has one class only ({values[0]!r}); a ranker needs both a rare (positive) "
-            "and a majority class."
+            f"{name} has one class only ({values.tolist()[0]!r}); a ranker needs both a rare "
+            "(positive) and a majority class."
         )
     if values.size != 2:
-        shown = ", ".join(repr(v) for v in values[:5]) + (" ..." if values.size > 5 else "")
+        shown = ", ".join(map(repr, values[:5].tolist())) + (" ..." if values.size > 5 else "")
         raise ValueError(
             f"{name} must be two-valued for a biclass ranker, got {values.size} distinct values "
             f"({shown}); use fit_multilevel for ordinal levels."
