@@ -502,9 +502,10 @@ class Archive:
                 raise ValueError(f"{what} is corrupt: member {name!r} is encrypted.")
             if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
                 raise ValueError(
-                    f"{what} is not {kind} as jaxrank writes it: member {name!r} is compressed "
-                    f"(zip method {info.compress_type}, {info.compress_size} bytes declared to "
-                    f"inflate to {info.file_size}); jaxrank stores members uncompressed."
+                    f"{what}: member {name!r} is compressed (zip method {info.compress_type}, "
+                    f"{info.compress_size} bytes declared to inflate to {info.file_size}); "
+                    "jaxrank writes every member uncompressed and inflates none (a recompressed "
+                    "or crafted file)."
                 )
             if info.header_offset + 30 + len(name) + info.file_size > len(raw):
                 raise ValueError(

@@ -4,6 +4,7 @@ import dataclasses
 import io as stdio
 import json
 import pickle
+import struct
 import zipfile
 from typing import NamedTuple
 
@@ -406,3 +407,364 @@ def test_pickle_never_used(monkeypatch, blob):
     monkeypatch.setattr(pickle, "loads", refuse)
     monkeypatch.setattr(pickle, "load", refuse)
     io.load(stdio.BytesIO(blob))
+
+
+# --------------------------------------------------------------------------------------------
+# files are untrusted input (issue 17): valid checksums on invalid content, zip bombs, absurd
+# headers, and writing
+# --------------------------------------------------------------------------------------------
+
+
+def _fields(meta, *path):
+    d = meta["fields"]
+    for k in path:
+        d = d[k]
+    return d
+
+
+def _set_array(name, fn):
+    """An edit setting array ``name`` to ``fn(old)``, manifest updated; checksum made to match."""
+
+    def edit(m, meta):
+        m[name] = np.asarray(fn(m[name]))
+        meta["arrays"][name] = {"dtype": m[name].dtype.str, "shape": list(m[name].shape)}
+
+    return _edit(edit, rehash=True)
+
+
+REWRITTEN = {  # each made with a fresh, matching checksum: only field validation can refuse it
+    "sigma2 = -1": (
+        _edit(
+            lambda m, meta: _fields(meta, "kernel", "fields", "sigma2").update(value=-1.0),
+            rehash=True,
+        ),
+        "Gaussian sigma2 must be finite and > 0, got -1.0",
+    ),
+    "sigma2 = NaN": (
+        _edit(
+            lambda m, meta: _fields(meta, "kernel", "fields", "sigma2").update(value=np.nan),
+            rehash=True,
+        ),
+        "Gaussian sigma2 must be finite and > 0",
+    ),
+    "sigma2 a string": (
+        _edit(
+            lambda m, meta: _fields(meta, "kernel", "fields", "sigma2").update(value="2"),
+            rehash=True,
+        ),
+        "Gaussian sigma2 must be finite and > 0, got '2'",
+    ),
+    "unknown loss": (
+        _edit(lambda m, meta: _fields(meta, "loss").update(value="mystery"), rehash=True),
+        "loss is 'mystery', expected one of smoothed_hinge, squared_hinge",
+    ),
+    "loss hinge (no fitter accepts it)": (
+        _edit(lambda m, meta: _fields(meta, "loss").update(value="hinge"), rehash=True),
+        "loss is 'hinge'",
+    ),
+    "eps a string": (
+        _edit(lambda m, meta: _fields(meta, "eps").update(value="0.5"), rehash=True),
+        "eps must be a finite number > 0, got '0.5'",
+    ),
+    "eps = -1": (
+        _edit(lambda m, meta: _fields(meta, "eps").update(value=-1.0), rehash=True),
+        "eps must be a finite number > 0, got -1.0",
+    ),
+    "eps = True": (
+        _edit(lambda m, meta: _fields(meta, "eps").update(value=True), rehash=True),
+        "eps must be a finite number > 0, got True",
+    ),
+    "lam <= 0": (_set_array("lam", lambda a: -a), "lam must be finite floats > 0"),
+    "lam NaN": (_set_array("lam", lambda a: a * np.nan), "lam must be finite floats > 0"),
+    "status code 7": (
+        _set_array("info.status", lambda a: a * 0 + 7),
+        r"info.status holds \[7\], valid codes are \[0, 1, 2, 3\]",
+    ),
+    "status RUNNING": (_set_array("info.status", lambda a: a * 0 - 1), "valid codes"),
+    "status as floats": (_set_array("info.status", lambda a: a.astype(np.float64)), "info.status"),
+    "negative iterations": (
+        _set_array("info.iterations", lambda a: a * 0 - 3),
+        "info.iterations must be integers >= 0",
+    ),
+    "negative basis index": (
+        _set_array("basis_index", lambda a: a - 1000),
+        "basis_index must be integers >= 0",
+    ),
+    "basis NaN": (
+        _set_array("basis", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 3, np.nan, a)),
+        "basis holds NaN",
+    ),
+    "coef NaN with status CONVERGED": (
+        _set_array("coef", lambda a: a * np.nan),
+        "coef holds NaN or infinite values while the solver status is finite",
+    ),
+    "coef float32, basis float64": (
+        _set_array("coef", lambda a: a.astype(np.float32)),
+        "must be arrays of one float dtype",
+    ),
+    "polynomial degree 0": (
+        _edit(
+            lambda m, meta: meta["fields"].__setitem__(
+                "kernel",
+                {
+                    "kernel": "Polynomial",
+                    "fields": {
+                        "degree": {"value": 0},
+                        "gamma": {"value": 1.0},
+                        "coef0": {"value": 1.0},
+                    },
+                },
+            ),
+            rehash=True,
+        ),
+        "polynomial degree must be a positive integer, got 0",
+    ),
+    "format version 0": (
+        _edit(lambda m, meta: meta.__setitem__("format_version", 0), rehash=True),
+        "unknown format version 0; this jaxrank reads version 1 only",
+    ),
+    "format version -7": (
+        _edit(lambda m, meta: meta.__setitem__("format_version", -7), rehash=True),
+        "unknown format version -7; this jaxrank reads version 1 only",
+    ),
+    "format version 1.0": (
+        _edit(lambda m, meta: meta.__setitem__("format_version", 1.0), rehash=True),
+        "unknown format version 1.0",
+    ),
+    "format version True": (
+        _edit(lambda m, meta: meta.__setitem__("format_version", True), rehash=True),
+        "unknown format version True",
+    ),
+    "format version 2 (newer)": (
+        _edit(lambda m, meta: meta.__setitem__("format_version", 2), rehash=True),
+        "unknown format version 2; this jaxrank reads version 1: upgrade jaxrank",
+    ),
+    "manifest shape negative": (
+        _edit(lambda m, meta: meta["arrays"]["lam"].update(shape=[-3]), rehash=True),
+        "manifest entry 'lam'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REWRITTEN))
+def test_rewritten_with_fresh_checksum_is_validated(blob, case):
+    """A checksum guards integrity, not authenticity: every field is validated after it."""
+    make, match = REWRITTEN[case]
+    with pytest.raises(ValueError, match=match) as err:
+        io.load(stdio.BytesIO(make(blob)))
+    assert str(err.value).startswith("the file object"), err.value  # names the file
+
+
+def test_nonfinite_status_may_hold_nan(blob, models):
+    """A solve that ended NONFINITE keeps its NaN coefficients: such a model still loads."""
+    from jaxrank.solver import Status
+
+    def edit(m, meta):
+        m["coef"] = m["coef"].copy()
+        m["coef"][1] = np.nan
+        m["info.status"] = m["info.status"].copy()
+        m["info.status"][1] = int(Status.NONFINITE)
+
+    model = io.load(stdio.BytesIO(_edit(edit, rehash=True)(blob)))
+    assert np.isnan(model.coef[1]).all() and np.isfinite(model.coef[0]).all()
+
+
+def _npy(a) -> bytes:
+    b = stdio.BytesIO()
+    np.lib.format.write_array(b, np.asarray(a), allow_pickle=False)
+    return b.getvalue()
+
+
+def _npy_header(descr: str, shape: tuple) -> bytes:
+    """A 128-byte ``.npy`` 1.0 header claiming ``descr`` and ``shape`` (no data)."""
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}".encode()
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", 118) + text.ljust(117) + b"\n"
+
+
+def _bomb(claimed: int) -> bytes:
+    """A real deflate bomb: ``__meta__.npy`` inflating to ``claimed`` bytes from ~1.5 MB.
+
+    Built in milliseconds: after a full flush, deflate output is byte-aligned and the
+    dictionary reset, so the stream of a 1 MiB block of zeros can simply be repeated.
+    """
+    import zlib
+
+    header = _npy_header("|u1", (claimed - 128,))
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = c.compress(header) + c.flush(zlib.Z_FULL_FLUSH)
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = c.compress(bytes(1 << 20)) + c.flush(zlib.Z_FULL_FLUSH)
+    n_blocks, tail = divmod(claimed - 128, 1 << 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    last = c.compress(bytes(tail)) + c.flush(zlib.Z_FINISH)
+    stream = first + block * n_blocks + last
+    info = zipfile.ZipInfo("__meta__.npy", date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.file_size, info.compress_size, info.CRC = claimed, len(stream), 0
+    buf = stdio.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        # a member written by hand: local header, the stream, and its directory entry
+        zf.fp.write(info.FileHeader(zip64=False))
+        info.header_offset = 0
+        zf.fp.write(stream)
+        zf.filelist.append(info)
+        zf.NameToInfo[info.filename] = info
+        zf.start_dir = zf.fp.tell()
+    return buf.getvalue()
+
+
+def test_zip_bomb_refused_from_the_directory_before_inflating():
+    import time
+    import tracemalloc
+
+    blob = _bomb(1_500_000_000)
+    assert len(blob) < 2_000_000  # 1.5 GB claimed by a ~1.5 MB file
+    with zipfile.ZipFile(stdio.BytesIO(blob)) as zf:  # a genuine stream: it starts to inflate
+        with zf.open("__meta__.npy") as f:
+            assert f.read(6) == b"\x93NUMPY" and len(f.read(1 << 20)) == 1 << 20
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"is compressed .* declared to inflate to 1500000000"):
+        io.load(stdio.BytesIO(blob))
+    seconds = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert seconds < 1.0 and peak < 16 * len(blob), (seconds, peak)
+
+
+def test_compressed_model_file_refused(blob):
+    """jaxrank stores members uncompressed; a recompressed file is refused, not inflated."""
+    buf = stdio.BytesIO()
+    with (
+        zipfile.ZipFile(stdio.BytesIO(blob)) as src,
+        zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as dst,
+    ):
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    with pytest.raises(ValueError, match=r"member 'basis.npy' is compressed \(zip method 8"):
+        io.load(stdio.BytesIO(buf.getvalue()))
+
+
+def _replace_member(blob, name, data: bytes) -> bytes:
+    """``blob`` with member ``name`` replaced by ``data``, zip-consistent (CRC recomputed)."""
+    buf = stdio.BytesIO()
+    with zipfile.ZipFile(stdio.BytesIO(blob)) as src, zipfile.ZipFile(buf, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, data if info.filename == name else src.read(info))
+    return buf.getvalue()
+
+
+def test_absurd_npy_header_shape_refused_before_allocating(blob):
+    import tracemalloc
+
+    huge = _npy_header("<f8", (100_000_000_000,)) + bytes(24)
+    tracemalloc.start()
+    # the manifest says coef is (3, 6): the header's claim is refused from the header
+    with pytest.raises(ValueError, match=r"array 'coef' has dtype <f8 and shape \[100000000000\]"):
+        io.load(stdio.BytesIO(_replace_member(blob, "coef.npy", huge)))
+    # the same claim in the metadata record: its header and its stored size disagree
+    with pytest.raises(ValueError, match="has 24 data bytes, its header"):
+        io.load(stdio.BytesIO(_replace_member(blob, "__meta__.npy", huge.replace(b"<f8", b"|u1"))))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 10_000_000, peak
+
+
+def test_manifest_claiming_huge_arrays_refused_from_the_directory(blob):
+    """A manifest (with a fresh checksum) claiming 10^11 floats: the member's stored size in the
+    zip directory is far below, so nothing is read."""
+
+    def edit(m, meta):
+        meta["arrays"]["coef"]["shape"] = [100_000_000_000]
+
+    with pytest.raises(ValueError, match=r"shape \[3, 6\], its manifest says"):
+        io.load(stdio.BytesIO(_edit(edit, rehash=True)(blob)))
+
+
+def test_metadata_record_size_is_bounded(blob):
+    big = _npy(np.frombuffer(b" " * (io.META_MAX_BYTES + 1), np.uint8))
+    with pytest.raises(ValueError, match=r"member '__meta__.npy' holds .* bytes, at most 1048576"):
+        io.load(stdio.BytesIO(_replace_member(blob, "__meta__.npy", big)))
+
+
+def test_zip_structure_damage_is_a_value_error(blob):
+    raw = bytearray(blob)
+    # an encrypted flag in the central directory entry of the first member
+    cd = blob.rindex(b"PK\x01\x02", 0, blob.rindex(b"PK\x05\x06"))
+    first = blob.index(b"PK\x01\x02")
+    for at in (first, cd):
+        enc = bytearray(raw)
+        enc[at + 8] |= 0x1
+        with pytest.raises(ValueError, match="encrypted"):
+            io.load(stdio.BytesIO(bytes(enc)))
+    # a member listed twice
+    buf = stdio.BytesIO()
+    with zipfile.ZipFile(stdio.BytesIO(blob)) as src, zipfile.ZipFile(buf, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            dst.writestr("coef.npy", src.read("coef.npy"))
+    with pytest.raises(ValueError, match=r"'coef.npy' appears twice"):
+        io.load(stdio.BytesIO(buf.getvalue()))
+    # a member whose directory size runs past the end of the file
+    with pytest.raises(ValueError, match="truncated or corrupt"):
+        io.load(stdio.BytesIO(blob[: len(blob) // 3] + blob[-22:]))
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_saved_file_follows_the_umask(models, tmp_path, umask):
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        models["float32 scalar"].save(tmp_path / "m.npz")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "m.npz").st_mode) == 0o666 & ~umask
+
+
+def test_write_errors_name_the_path_never_the_temporary(models, tmp_path, monkeypatch):
+    import os
+
+    model = models["float32 scalar"]
+    with pytest.raises(IsADirectoryError, match="it is a directory") as err:
+        io.save(model, tmp_path)
+    with pytest.raises(FileNotFoundError, match="no directory") as err2:
+        io.save(model, tmp_path / "missing" / "m.npz")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is not a directory") as err3:
+        io.save(model, tmp_path / "file" / "m.npz")
+    monkeypatch.setattr(os, "access", lambda p, mode: False)  # a read-only folder (as non-root)
+    with pytest.raises(PermissionError, match="is not writable") as err4:
+        io.save(model, tmp_path / "m.npz")
+    monkeypatch.undo()
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device", src)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left on device") as err5:
+        io.save(model, tmp_path / "m.npz")
+    monkeypatch.undo()
+    for e in (err, err2, err3, err4, err5):
+        assert ".jaxrank-" not in str(e.value) and "cannot write" in str(e.value), e.value
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no temporary left behind
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes into read-only folders")  # fmt: skip
+def test_read_only_folder_refused(models, tmp_path):
+    import os
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o555)
+    try:
+        with pytest.raises(PermissionError, match="not writable"):
+            models["float32 scalar"].save(folder / "m.npz")
+    finally:
+        os.chmod(folder, 0o755)
