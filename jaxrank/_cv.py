@@ -1,0 +1,333 @@
+"""Cross-validated search over λ, the Gaussian σ² and the basis policy; the ``"auto"`` basis.
+
+The engine behind :class:`jaxrank.sklearn.RankRCClassifierCV`. Three parts:
+
+**The auto basis** (:func:`auto_basis`). RankRC's basis is the rare class (seed 000 eq. 13); with
+a handful of rare training rows (10–25) that basis is too small to rank the majority class well.
+``"auto"`` keeps every rare row and, when there are fewer than ``min_basis`` of them, adds
+majority-class landmarks by k-means++ seeding with the rare rows as the centres already chosen
+(:func:`jaxrank.bases.kmeanspp`; seed 003 Sec. 4: rare rows first minimise the projected-map
+bound for a given ``|R|``)::
+
+    |R| = max(m+, min(m, min_basis))
+
+With ``m+ ≥ min_basis`` it is RankRC's basis exactly; on small data (``m ≤ min_basis``) it is
+every row (RankSVM); in between a fixed floor, so the cost stays ``O(m·|R|)`` per product with
+``|R| ≪ m`` as m grows. ``min_basis`` (:data:`AUTO_MIN_BASIS`) was chosen on the benchmark
+``bench/keel_wide.py --tune`` (see that script's notes).
+
+**The search** (:func:`cv_search`). Stratified k-fold (:func:`jaxrank.select.stratified_folds`);
+for every fold, basis policy and σ² value the whole λ grid is ONE call of :func:`jaxrank.fit`
+(batched solve). The training folds are trimmed to equal class counts (at most one row per
+class dropped from a fold) and the held-out folds are zero-padded to one row count, so every
+fold has the same shapes and reuses the programs compiled for the first fold; σ² and λ are data,
+not shapes, so they never recompile.
+
+**The choice** (:func:`choose`). Mean held-out AUC over folds, table ``(B, S, L)``. Why large λ
+tie: as λ → ∞ the solution is ``β ≈ −(1/λ) K_RR⁻¹ K_{·R}ᵀ g₀`` (every pair on the linear piece
+of the smoothed hinge, so the loss gradient ``g₀`` is constant), a fixed direction scaled by
+``1/λ``: the ranking, and so the AUC, no longer depends on λ, and the CV curve is exactly flat
+at its large-λ end. Rules: ``"max"`` (the paper's: largest mean, ties to the larger λ),
+``"one_se"`` (the largest λ within one standard error of the best; Hastie et al.), ``"smooth"``
+(the largest mean of the curve averaged over neighbouring λ, so one lucky λ in a noisy curve
+does not win; ties to the larger λ).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxrank import kernels as _kernels
+from jaxrank import metrics
+from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
+from jaxrank.bases import resolve_basis
+from jaxrank.fit import ConvergenceWarning, fit
+from jaxrank.select import stratified_folds
+
+__all__ = [
+    "AUTO_MIN_BASIS",
+    "RULES",
+    "CVSearch",
+    "auto_basis",
+    "auto_basis_size",
+    "choose",
+    "cv_search",
+    "equal_folds",
+    "refit_basis",
+]
+
+#: Smallest basis of ``basis="auto"`` (module notes; measured in ``bench/keel_wide.py --tune``).
+AUTO_MIN_BASIS = 128
+
+#: Selection rules of :func:`choose`.
+RULES = ("max", "one_se", "smooth")
+
+#: Basis policies of :func:`cv_search`.
+POLICIES = ("rare", "auto", "all")
+
+
+def auto_basis_size(m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS) -> int:
+    """``|R| = max(m+, min(m, min_basis))``: the size of the auto basis (module notes)."""
+    if isinstance(min_basis, bool) or int(min_basis) != min_basis or min_basis < 1:
+        raise ValueError(f"min_basis must be a positive integer, got {min_basis!r}.")
+    return max(int(n_pos), min(int(m), int(min_basis)))
+
+
+def auto_basis(X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
+    """The basis that is never starved: every rare row, then majority landmarks by k-means++.
+
+    ``|R| = max(m+, min(m, min_basis))`` (:func:`auto_basis_size`): the rare rows (ascending)
+    first, then majority rows by D² sampling with the rare rows as the centres already chosen
+    (:func:`jaxrank.bases.resolve_basis` with ``"kmeans++"``). ``m+ ≥ min_basis`` gives RankRC's
+    basis (the rare class) and ``m ≤ min_basis`` every row (RankSVM's), rare rows first.
+
+    Args:
+      X: ``(m, d)`` training rows.
+      y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
+      key: ``jax.random.key`` for the k-means++ draws (required, as for every random basis).
+      min_basis: the floor on ``|R|`` (default :data:`AUTO_MIN_BASIS`).
+
+    Returns:
+      ``(|R|,)`` int64 row indices, accepted by :func:`jaxrank.fit` as ``basis=``.
+
+    Example:
+      >>> import jax, jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.05, 0.75, seed=0)
+      >>> idx = auto_basis(X, y, key=jax.random.key(0), min_basis=64)
+      >>> idx.size, bool((y[idx[:20]] == 1).all()), bool((y[idx[20:]] != 1).all())
+      (64, True, True)
+    """
+    X, pos = check_X_y(X, y)
+    check_key(key)
+    m, n_pos = pos.size, int(pos.sum())
+    n = auto_basis_size(m, n_pos, min_basis)
+    if n == n_pos:
+        return np.flatnonzero(pos).astype(np.int64)
+    if n == m:
+        return np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)]).astype(np.int64)
+    return resolve_basis("kmeans++", pos, key=key, n_basis=n, X=X)
+
+
+def _policy_basis(policy, X, pos, key, min_basis: int):
+    if policy == "rare":
+        return np.flatnonzero(pos).astype(np.int64)
+    if policy == "all":
+        return np.arange(pos.size, dtype=np.int64)
+    return auto_basis(X, pos, key=key, min_basis=min_basis)
+
+
+def _basis_key(key):
+    return jax.random.split(key, 3)[2]
+
+
+def equal_folds(fold: np.ndarray, pos: np.ndarray, *, key) -> list[np.ndarray]:
+    """Training rows of each fold, trimmed so every fold trains on the same class counts.
+
+    A stratified fold holds ``⌊n_c/k⌋`` or ``⌈n_c/k⌉`` rows of class ``c``, so the training
+    sets differ by one row per class; a fold with one row more than the smallest drops one,
+    drawn with ``key``. Every fold then has the same shapes (one compilation for all folds).
+
+    Returns:
+      ``k`` sorted int64 arrays of training-row indices.
+    """
+    k = int(fold.max()) + 1
+    perm = np.asarray(jax.random.permutation(key, pos.size))
+    out = []
+    target = {c: min(int(np.sum((fold != f) & (pos == c))) for f in range(k)) for c in (0, 1)}
+    for f in range(k):
+        keep = []
+        for c in (0, 1):
+            rows = perm[(fold[perm] != f) & (pos[perm] == c)]
+            keep.append(rows[: target[c]])
+        out.append(np.sort(np.concatenate(keep)).astype(np.int64))
+    return out
+
+
+def _smooth(mean: np.ndarray) -> np.ndarray:
+    """Average of each λ with its neighbours along the last axis (two at the ends)."""
+    pad = np.concatenate([mean[..., :1], mean, mean[..., -1:]], axis=-1)
+    s = pad[..., :-2] + pad[..., 1:-1] + pad[..., 2:]
+    n = np.full(mean.shape[-1], 3.0)
+    if n.size > 1:
+        # at the ends the pad copies the end value: count it once, not twice
+        s[..., 0] -= mean[..., 0]
+        s[..., -1] -= mean[..., -1]
+        n[0] = n[-1] = 2.0
+    else:
+        s = s - 2 * mean
+        n[:] = 1.0
+    return s / n
+
+
+def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
+    """The chosen ``(basis, σ², λ)`` index into a CV table of shape ``(B, S, L)``.
+
+    Rules (module notes): ``"max"`` the largest mean AUC; ``"one_se"`` the largest λ whose mean
+    is within one standard error of the largest mean (``mean ≥ max − se[argmax]``);
+    ``"smooth"`` the largest mean of the λ-curve averaged with its neighbours. Ties go to the
+    larger λ, then the larger σ² (the smoother model), then the earlier basis policy.
+
+    Args:
+      mean, se: ``(B, S, L)`` mean held-out AUC and its standard error over the folds.
+      lams: ``(L,)`` λ grid; ``sigma2s``: ``(S,)`` σ² values.
+      rule: one of :data:`RULES`.
+
+    Returns:
+      ``(b, s, l)``.
+    """
+    mean = np.asarray(mean, np.float64)
+    se = np.nan_to_num(np.asarray(se, np.float64))
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}.")
+    if mean.ndim != 3 or np.isnan(mean).any():
+        raise ValueError(f"the CV table must be a finite (B, S, L) array, got shape {mean.shape}.")
+    score = _smooth(mean) if rule == "smooth" else mean
+    best = score.max()
+    if rule == "one_se":
+        b, s, j = np.unravel_index(np.argmax(mean), mean.shape)
+        cand = np.argwhere(mean >= mean[b, s, j] - se[b, s, j])
+    else:
+        # equal up to rounding of the fold means (a flat plateau is flat exactly in AUC)
+        cand = np.argwhere(score >= best - 1e-12)
+    lam = np.asarray(lams, np.float64)[cand[:, 2]]
+    s2 = np.asarray(sigma2s, np.float64)[cand[:, 1]]
+    # lexsort: last key primary — larger λ, then larger σ², then the earlier basis
+    i = np.lexsort((-cand[:, 0], s2, lam))[-1]
+    return tuple(int(v) for v in cand[i])
+
+
+class CVSearch(NamedTuple):
+    """The table of :func:`cv_search` (B basis policies, S σ² values, k folds, L λ values).
+
+    Attributes:
+      policies: the B basis policies searched.
+      n_basis: ``(B,)`` basis size of each policy on the full training rows.
+      sigma2s: ``(S,)`` absolute σ² values (``factors × heuristic``).
+      lams: ``(L,)`` λ grid.
+      cv_auc: ``(B, S, k, L)`` held-out AUC (float64).
+      mean_auc, se_auc: ``(B, S, L)`` mean over folds and its standard error (std/√k).
+      fit_seconds: wall time of the search (all fits and scorings, compilation included).
+    """
+
+    policies: tuple
+    n_basis: np.ndarray
+    sigma2s: np.ndarray
+    lams: np.ndarray
+    cv_auc: np.ndarray
+    mean_auc: np.ndarray
+    se_auc: np.ndarray
+    fit_seconds: float
+
+
+def _check_policies(policies) -> tuple:
+    if isinstance(policies, str):
+        policies = (policies,)
+    policies = tuple(policies)
+    if not policies:
+        raise ValueError("basis must name at least one policy.")
+    for p in policies:
+        if not isinstance(p, str) or p not in POLICIES:
+            raise ValueError(f"basis policies must be among {POLICIES}, got {p!r}.")
+    if len(set(policies)) != len(policies):
+        raise ValueError(f"basis policies repeat: {policies!r}.")
+    return policies
+
+
+def cv_search(
+    X,
+    y,
+    *,
+    lams,
+    sigma2s,
+    policies: Sequence[str] = ("auto",),
+    folds: int = 5,
+    key,
+    min_basis: int = AUTO_MIN_BASIS,
+    **fit_kwargs: Any,
+) -> CVSearch:
+    """Held-out AUC of every (basis policy, σ², λ) by stratified k-fold CV, λ batched.
+
+    For each fold, policy and σ², one :func:`jaxrank.fit` call fits the whole λ grid
+    (Gaussian kernel ``exp(−||u − v||²/σ²)``) on the fold's training rows and scores its
+    held-out rows. Training folds are trimmed to equal class counts (:func:`equal_folds`) and
+    held-out folds padded to one size, so all folds share compiled programs. A policy whose
+    basis coincides with an earlier one's on every fold (``"auto"`` when ``m+ ≥ min_basis``)
+    is not refitted: its rows of the table are copied.
+
+    Args:
+      X: ``(m, d)`` rows; ``y``: two-valued labels, rare class ``+1``/``1``/``True``.
+      lams: the λ grid; ``sigma2s``: absolute σ² values.
+      policies: basis policies, among ``"rare"``, ``"auto"`` (:func:`auto_basis`), ``"all"``.
+      folds: ``k``, ``2 ≤ k ≤ min(m+, m−)``.
+      key: ``jax.random.key`` (folds, trimming, k-means++ landmarks).
+      min_basis: the auto basis floor.
+      **fit_kwargs: passed to every :func:`jaxrank.fit` (``dtype``, ``tol``, ``eps``, ...).
+
+    Returns:
+      A :class:`CVSearch`.
+    """
+    t0 = time.perf_counter()
+    X, pos = check_X_y(X, y)
+    grid, _ = check_lam(lams)
+    policies = _check_policies(policies)
+    s2 = np.atleast_1d(np.asarray(sigma2s, np.float64))
+    if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
+        raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
+    check_key(key)
+    k_fold, k_trim, _ = jax.random.split(key, 3)
+    k_basis = _basis_key(key)
+    fold = stratified_folds(pos, folds, key=k_fold)
+    train = equal_folds(fold, pos, key=k_trim)
+    held = [np.flatnonzero(fold == f) for f in range(folds)]
+    n_held = max(h.size for h in held)
+    cv = np.empty((len(policies), s2.size, folds, grid.size), np.float64)
+    for f in range(folds):
+        tr, te = train[f], held[f]
+        # held-out rows zero-padded to one size (one scoring program); padding masked out
+        Xte = np.zeros((n_held, X.shape[1]), X.dtype)
+        Xte[: te.size] = X[te]
+        yte = np.zeros(n_held, bool)
+        yte[: te.size] = pos[te]
+        mask = np.arange(n_held) < te.size
+        seen = []
+        for b, policy in enumerate(policies):
+            idx = _policy_basis(policy, X[tr], pos[tr], jax.random.fold_in(k_basis, f), min_basis)
+            same = next((j for j, prev in seen if np.array_equal(prev, idx)), None)
+            seen.append((b, idx))
+            if same is not None:
+                cv[b, :, f] = cv[same, :, f]
+                continue
+            for s, sigma2 in enumerate(s2):
+                with warnings.catch_warnings():
+                    # the smallest λ of a wide grid often end PRECISION in float32: expected in
+                    # a search, and judged by their held-out AUC like every other λ
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    model = fit(X[tr], pos[tr], grid, basis=idx,
+                                kernel=_kernels.gaussian(float(sigma2)), **fit_kwargs)  # fmt: skip
+                scores = model.decision_function(Xte)
+                cv[b, s, f] = np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
+    n_basis = np.array(
+        [_policy_basis(p, X, pos, k_basis, min_basis).size for p in policies], np.int64
+    )
+    mean = cv.mean(axis=2)
+    se = cv.std(axis=2, ddof=1) / math.sqrt(folds)
+    return CVSearch(
+        policies=policies, n_basis=n_basis, sigma2s=s2, lams=grid, cv_auc=cv, mean_auc=mean,
+        se_auc=se, fit_seconds=time.perf_counter() - t0,
+    )  # fmt: skip
+
+
+def refit_basis(policy: str, X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
+    """The basis of ``policy`` on all rows ``(X, y)``, drawn as :func:`cv_search` called with
+    the same ``key`` draws it (its ``n_basis`` column): the basis of the refitted model."""
+    _check_policies((policy,))
+    X = check_X(X)
+    pos = check_binary_labels(y)
+    return _policy_basis(policy, X, pos, _basis_key(key), min_basis)

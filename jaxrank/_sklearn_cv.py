@@ -1,0 +1,247 @@
+"""``RankRCClassifierCV``: the ranker with its λ, σ² and basis chosen inside ``fit``.
+
+Kept apart from :mod:`jaxrank.sklearn` (which re-exports it; import it from there) so that the
+search code and the plain estimators evolve separately. The numbers come from
+:mod:`jaxrank._cv`; this class only maps scikit-learn's conventions onto it, reusing the label,
+``pos_label``, scoring and threshold code of :mod:`jaxrank.sklearn`'s estimators. Those are
+imported inside the methods, not at the top: ``jaxrank.sklearn`` imports this module at its end,
+and a top-level import back would fail whenever this module is imported first.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_random_state, validate_data
+
+from jaxrank import _cv
+from jaxrank import kernels as _kernels
+from jaxrank._validation import check_lam
+from jaxrank.fit import fit
+
+__all__ = ["DEFAULT_LAMS", "DEFAULT_SIGMA2_FACTORS", "RankRCClassifierCV"]
+
+#: λ grid searched by default: ``2^k``, k = −20, −18, …, 10 (seed 000 Sec. 6).
+DEFAULT_LAMS = tuple(2.0 ** np.arange(-20, 11, 2))
+#: σ² searched by default, as factors of the heuristic ``(1/m²) Σ_ij ||x_i − x_j||²``.
+DEFAULT_SIGMA2_FACTORS = (0.0625, 0.25, 1.0, 4.0)
+
+
+def _sk():
+    from jaxrank import sklearn  # see the module notes: not at the top
+
+    return sklearn
+
+
+class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
+    """A kernel AUC ranker tuned by cross-validation inside ``fit`` (like ``LogisticRegressionCV``).
+
+    Minimises the R-subset objective of seed 000 (eq. 11 with the smoothed hinge of eq. 13)::
+
+        F(β) = 1/(m+ m−) Σ_{i∈+} Σ_{j∈−} ℓ_ε(f_i − f_j) + (λ/2) βᵀ K_RR β,   f = K_{·R} β,
+
+    with the Gaussian kernel ``k(u, v) = exp(−||u − v||²/σ²)``, choosing λ, σ² and the basis
+    ``R`` by stratified ``cv``-fold cross-validated AUC: for each fold, basis policy and σ² the
+    whole λ grid is one batched solve, and all folds reuse the same compiled programs
+    (:func:`jaxrank._cv.cv_search`). The chosen model is refitted on every row.
+
+    Basis policies: ``"auto"`` (every rare row, then majority landmarks by k-means++ up to
+    ``min_basis`` rows: never starved when the rare class is small; it is RankRC's basis when
+    ``m+ ≥ min_basis``), ``"rare"`` (RankRC, the paper), ``"all"`` (RankSVM, ``O(m²)`` memory).
+    ``basis`` names one policy or a tuple of policies to search. The paper's protocol is
+    ``RankRCClassifierCV(basis="rare", sigma2_factors=(1,), rule="max", cv=10)``.
+
+    Args:
+      lams: λ grid (default :data:`DEFAULT_LAMS`, ``2^-20 … 2^10``).
+      sigma2_factors: σ² values as multiples of the heuristic on the training rows
+        (default :data:`DEFAULT_SIGMA2_FACTORS`).
+      basis: a basis policy or a tuple of them (see above).
+      min_basis: the auto basis floor (default :data:`jaxrank._cv.AUTO_MIN_BASIS`).
+      rule: ``"max"``, ``"one_se"`` or ``"smooth"`` (:func:`jaxrank._cv.choose`).
+      cv: number of stratified folds; reduced to the size of the smaller class when that is
+        smaller (at least 2 rows of each class are needed).
+      pos_label: the rare class (default: the minority class; ``classes_[1]`` on a 50/50 split).
+      random_state: seeds the folds and the k-means++ landmarks (int, ``RandomState`` or None).
+      eps, tol, max_iter, max_cg, dtype: as in :func:`jaxrank.fit`.
+
+    Attributes:
+      model_: the refitted :class:`jaxrank.RankModel` (raw rare-class scores).
+      best_params_: ``{"lam", "sigma2", "sigma2_factor", "basis", "n_basis"}``.
+      best_score_: the mean held-out AUC of the chosen parameters.
+      best_index_: the chosen row of ``cv_results_``.
+      cv_results_: dict of arrays, one entry per (basis, σ², λ): ``param_lam``,
+        ``param_sigma2``, ``param_sigma2_factor``, ``param_basis``, ``params``,
+        ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``
+        (held-out AUC, as scikit-learn's searches name them).
+      n_folds_: folds used; ``search_seconds_``: wall time of the search.
+      classes_, pos_label_, threshold_, n_iter_, n_features_in_: as in
+        :class:`jaxrank.sklearn.RankRCClassifier` (``predict(X) ==
+        classes_[(decision_function(X) > 0).astype(int)]``).
+
+    There is no ``predict_proba``: the scores are not calibrated probabilities.
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.sklearn import RankRCClassifierCV
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> est = RankRCClassifierCV(cv=3, lams=(1e-4, 1e-2, 1.0), random_state=0).fit(X, y)
+      >>> sorted(est.best_params_), est.decision_function(X).shape
+      (['basis', 'lam', 'n_basis', 'sigma2', 'sigma2_factor'], (300,))
+    """
+
+    def __init__(
+        self,
+        lams=None,
+        *,
+        sigma2_factors=None,
+        basis="auto",
+        min_basis=_cv.AUTO_MIN_BASIS,
+        rule="max",
+        cv=5,
+        pos_label=None,
+        random_state=None,
+        eps=0.5,
+        tol=1e-6,
+        max_iter=100,
+        max_cg=25,
+        dtype="float32",
+    ):
+        self.lams = lams
+        self.sigma2_factors = sigma2_factors
+        self.basis = basis
+        self.min_basis = min_basis
+        self.rule = rule
+        self.cv = cv
+        self.pos_label = pos_label
+        self.random_state = random_state
+        self.eps = eps
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_cg = max_cg
+        self.dtype = dtype
+
+    def _grids(self):
+        lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)
+        fac = DEFAULT_SIGMA2_FACTORS if self.sigma2_factors is None else self.sigma2_factors
+        fac = np.atleast_1d(np.asarray(fac, np.float64))
+        if fac.ndim != 1 or fac.size == 0 or not np.all(np.isfinite(fac) & (fac > 0)):
+            raise ValueError(
+                f"sigma2_factors must be a non-empty 1-D list of values > 0, got "
+                f"{self.sigma2_factors!r}."
+            )
+        if self.rule not in _cv.RULES:
+            raise ValueError(f"rule must be one of {_cv.RULES}, got {self.rule!r}.")
+        cv = self.cv
+        if isinstance(cv, bool) or not isinstance(cv, int | np.integer) or cv < 2:
+            raise ValueError(f"cv must be an integer >= 2, got {cv!r}.")
+        _cv.auto_basis_size(1, 1, self.min_basis)  # checks min_basis
+        return lams, fac, _cv._check_policies(self.basis)
+
+    def fit(self, X, y):
+        """Search λ × σ² × basis by cross-validated AUC, then refit on all rows.
+
+        Returns:
+          self.
+
+        Raises:
+          ValueError: ``y`` not two-valued, fewer than 2 rows in a class, ``pos_label`` not a
+            label of ``y``, or a bad parameter.
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)
+        if classes.size != 2:
+            raise ValueError(
+                "Only binary classification is supported (a biclass ranker); y has "
+                f"{classes.size} class(es)."
+            )
+        lams, fac, policies = self._grids()
+        sk = _sk()
+        i_pos = sk._RankClassifier._rare_index(self, classes, counts)
+        pos = index == i_pos
+        folds = min(int(self.cv), int(counts.min()))
+        if folds < 2:
+            raise ValueError(
+                f"cross-validation needs at least 2 rows of each class; the smaller class has "
+                f"{int(counts.min())}."
+            )
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        key = jax.random.key(seed)
+        sigma2s = fac * _kernels.sigma2_heuristic(X)
+        opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
+                    dtype=self.dtype)  # fmt: skip
+        search = _cv.cv_search(
+            X, pos, lams=lams, sigma2s=sigma2s, policies=policies, folds=folds, key=key,
+            min_basis=self.min_basis, **opts,
+        )  # fmt: skip
+        b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
+        idx = _cv.refit_basis(policies[b], X, pos, key=key, min_basis=self.min_basis)
+        self.model_ = fit(X, pos, float(lams[j]), basis=idx,
+                          kernel=_kernels.gaussian(float(sigma2s[s])), **opts)  # fmt: skip
+        self.n_iter_ = int(self.model_.info.iterations)
+        self.classes_ = classes
+        self.pos_label_ = classes[i_pos]
+        self.n_folds_ = folds
+        self.search_seconds_ = search.fit_seconds
+        self.best_params_ = {
+            "lam": float(lams[j]), "sigma2": float(sigma2s[s]), "sigma2_factor": float(fac[s]),
+            "basis": policies[b], "n_basis": int(idx.size),
+        }  # fmt: skip
+        self.best_score_ = float(search.mean_auc[b, s, j])
+        self._set_results(search, fac)
+        self.best_index_ = int(np.ravel_multi_index((b, s, j), search.mean_auc.shape))
+        # the training-prevalence threshold (as RankRCClassifier): predict == score > 0
+        scores = np.sort(self._sign() * sk._scores(self.model_, X))
+        self.threshold_ = float(sk._midpoint(scores, int(counts[0])))
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # a biclass ranker: two-valued labels only
+        return tags
+
+    def _sign(self) -> float:
+        return _sk()._RankClassifier._sign(self)
+
+    def decision_function(self, X) -> np.ndarray:
+        """The score of ``classes_[1]``, shifted so that ``predict`` is ``score > 0``.
+
+        ``σ·f(X) − threshold_`` with ``f = model_.decision_function`` (the rare-class score),
+        ``σ = +1`` if the rare class is ``classes_[1]`` else ``−1``, exactly as
+        :meth:`jaxrank.sklearn.RankRCClassifier.decision_function`.
+
+        Returns:
+          ``(n,)`` float64 array.
+        """
+        return _sk()._RankClassifier.decision_function(self, X)
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where ``decision_function(X) > 0``, else ``classes_[0]``."""
+        return _sk()._RankClassifier.predict(self, X)
+
+    def _set_results(self, search: _cv.CVSearch, fac: np.ndarray) -> None:
+        B, S, L = search.mean_auc.shape
+        bb, ss, ll = (a.ravel() for a in np.meshgrid(range(B), range(S), range(L), indexing="ij"))
+        mean = search.mean_auc.ravel()
+        k = search.cv_auc.shape[2]
+        res = {
+            "param_basis": np.array([search.policies[i] for i in bb], dtype=object),
+            "param_sigma2_factor": fac[ss],
+            "param_sigma2": search.sigma2s[ss],
+            "param_lam": search.lams[ll],
+        }
+        res["params"] = [
+            {"basis": search.policies[i], "sigma2": float(search.sigma2s[j]),
+             "lam": float(search.lams[t])}
+            for i, j, t in zip(bb, ss, ll, strict=True)
+        ]  # fmt: skip
+        for f in range(k):
+            res[f"split{f}_test_score"] = search.cv_auc[:, :, f, :].ravel()
+        res["mean_test_score"] = mean
+        res["std_test_score"] = search.cv_auc.std(axis=2).ravel()
+        # rank 1 = best; equal means share the best rank among them (scikit-learn's "min")
+        res["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
+        self.cv_results_ = res
