@@ -1029,7 +1029,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LABEL",
         help="the rare class (default: the label +1, 1, true or positive)",
     )
-    p_fit.add_argument("-o", "--output", required=True, metavar="MODEL.npz")
+    p_fit.add_argument(
+        "-o", "--output", required=True, metavar="MODEL.npz",
+        help="where to save the model (checked before the fit)",
+    )  # fmt: skip
     p_fit.add_argument(
         "--basis",
         choices=("rare", "all", "random", "greedy"),
@@ -1085,7 +1088,10 @@ def _parser() -> argparse.ArgumentParser:
         help="without --cv/--validation: hold out this fraction of each class "
         "to choose λ, then refit on all rows (default 0.25)",
     )
-    p_fit.add_argument("--kernel", choices=("gaussian", "linear", "poly"), default="gaussian")
+    p_fit.add_argument(
+        "--kernel", choices=("gaussian", "linear", "poly"), default="gaussian",
+        help="kernel k(u, v) (default gaussian, exp(-|u - v|^2 / sigma2))",
+    )  # fmt: skip
     p_fit.add_argument(
         "--sigma2",
         type=_positive_float,
@@ -1094,7 +1100,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_fit.add_argument("--degree", type=_positive_int, default=None, help="poly degree (2)")
     p_fit.add_argument("--seed", type=int, default=0, help="folds, splits, random bases")
-    p_fit.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p_fit.add_argument(
+        "--dtype", choices=("float32", "float64"), default="float32",
+        help="precision of the fit (default float32; λ must lie in its range)",
+    )  # fmt: skip
     p_fit.add_argument(
         "--max-iter", type=_positive_int, default=100, help="Newton steps per λ (default 100)"
     )

@@ -587,3 +587,231 @@ def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
     quiet.start("x")
     quiet.finish("x")
     assert term.getvalue().count("\n") == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# First contact (issue 15) and files as untrusted input (issue 17)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bare_command_prints_help_and_runs_nothing(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "demo", lambda **kw: pytest.fail("a bare jaxrank ran the demo"))
+    assert cli.main([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: jaxrank") and err == ""
+    for command in ("demo", "fit", "predict", "bench"):
+        assert f"    {command} " in out
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["fit"], ["predict"], ["bench"]])
+def test_help_is_plain_text_and_every_option_explained(command, capsys):
+    assert cli.main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out and ":class:" not in out, out
+    # argparse puts an option's help on its line or the next; an option with no help has none
+    lines = out.splitlines()
+    options = lines[next(i for i, s in enumerate(lines) if s.startswith("options:")) :]
+    for i, line in enumerate(options):
+        if line.startswith("  -"):
+            rest = line.strip().split("  ", 1)
+            has_help = len(rest) == 2 or (
+                i + 1 < len(options) and options[i + 1].startswith(" " * 8)
+            )
+            assert has_help, f"{command}: {line.strip()!r} has no help text"
+
+
+def test_demo_help_names_its_options(capsys):
+    assert cli.main(["demo", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--trials TRIALS independent draws" in out
+    assert "--rho RHO rare-class fraction" in out and "--seed SEED base seed" in out
+
+
+def test_warnings_print_as_one_line_and_the_hook_is_restored(capsys, monkeypatch):
+    def noisy_demo(**kwargs):
+        print("trial 0")
+        warnings.warn("solver stopped\n   with status MAX_ITER", jaxrank.ConvergenceWarning,
+                      stacklevel=1)  # fmt: skip
+        print("trial 1")
+
+    monkeypatch.setattr(cli, "demo", noisy_demo)
+    hook = warnings.showwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert cli.main(["demo"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "trial 0\ntrial 1\n"
+    assert err == "jaxrank: warning: ConvergenceWarning: solver stopped with status MAX_ITER\n"
+    assert warnings.showwarning is hook
+
+
+@pytest.mark.parametrize(
+    ("lam", "dtype"),
+    [(["--lam", "1e300"], "float32"), (["--lam", "1e-300"], "float32"),
+     (["--lam-grid", "1", "1e39"], "float32"), (["--lam", "1e-320"], "float64")],
+)  # fmt: skip
+def test_lambda_beyond_the_dtype_refused_before_reading_data(lam, dtype, capsys, tmp_path):
+    argv = ["fit", tmp_path / "no-such-data.npz", *lam, "--dtype", dtype, "-o", tmp_path / "m.npz"]
+    err = _error(argv, capsys)
+    assert f"outside the range of {dtype}" in err and "no such file" not in err, err
+
+
+def test_lambda_overflow_and_formatting():
+    with pytest.raises(Exception, match="beyond the floating-point range"):
+        cli._positive_float("2^5000")
+    for lam in (0.0, float("inf"), float("nan"), 1e-300, -1.0):
+        assert isinstance(cli._fmt_lam(lam), str)  # no 'math domain error', no OverflowError
+    assert cli._fmt_lam(2.0**-1000) == "2^-1000"
+
+
+def test_output_path_checked_before_the_fit(capsys, tmp_path, monkeypatch, files):
+    data = tmp_path / "no-such-data.npz"  # the output is checked first: the data is never read
+    (tmp_path / "plain").write_text("x")
+    cases = {
+        tmp_path: "it is a directory",
+        tmp_path / "missing" / "m.npz": "no directory",
+        tmp_path / "plain" / "m.npz": "is not a directory",
+    }
+    for out, message in cases.items():
+        err = _error(["fit", data, "--lam", "1", "-o", out], capsys)
+        assert message in err and str(out) in err and ".jaxrank-" not in err, err
+    monkeypatch.setattr(os, "access", lambda p, mode: False)  # a read-only folder (non-root)
+    err = _error(["fit", data, "--lam", "1", "-o", tmp_path / "m.npz"], capsys)
+    assert "is not writable" in err
+    monkeypatch.undo()
+
+    # a failure while writing (after the fit) names the output, not the temporary file
+    def denied(src, dst):
+        raise PermissionError(13, "Permission denied", src)
+
+    monkeypatch.setattr(os, "replace", denied)
+    err = _error(["fit", files["dir"] / "train.npz", "--lam", "2^-6", *F64, "-o",
+                  tmp_path / "m.npz"], capsys)  # fmt: skip
+    assert f"cannot write {tmp_path / 'm.npz'}: Permission denied" in err, err
+    assert ".jaxrank-" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]  # no temporary left
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root writes into read-only folders")  # fmt: skip
+def test_read_only_output_folder(capsys, tmp_path, files):
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o555)
+    try:
+        argv = ["fit", files["dir"] / "train.npz", "--lam", "1", "-o", tmp_path / "ro" / "m.npz"]
+        assert "not writable" in _error(argv, capsys)
+    finally:
+        os.chmod(tmp_path / "ro", 0o755)
+
+
+def test_model_file_follows_the_umask(one_model, tmp_path):
+    import stat
+
+    mf = cli.load_model_file(one_model)
+    for umask in (0o022, 0o027):
+        old = os.umask(umask)
+        try:
+            cli.save_model_file(tmp_path / f"m{umask}.npz", mf)
+        finally:
+            os.umask(old)
+        assert stat.S_IMODE(os.stat(tmp_path / f"m{umask}.npz").st_mode) == 0o666 & ~umask
+
+
+def _arrays(path) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        return dict(z)
+
+
+def _inner(arrays, edit) -> np.ndarray:
+    """The embedded jaxrank.io ranker with its metadata edited and a fresh checksum."""
+    import json
+    import zipfile
+
+    raw = arrays["model"].tobytes()
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        members = {n[:-4]: np.lib.format.read_array(io.BytesIO(zf.read(n))) for n in zf.namelist()}
+    meta = json.loads(members["__meta__"].tobytes())
+    edit(meta)
+    members["__meta__"] = np.frombuffer(
+        json.dumps(meta, sort_keys=True, separators=(",", ":")).encode(), np.uint8
+    )
+    arrays_only = {k: v for k, v in members.items() if not k.startswith("__")}
+    members["__sha256__"] = np.frombuffer(model_io.checksum(meta, arrays_only).encode(), np.uint8)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, a in members.items():
+            b = io.BytesIO()
+            np.lib.format.write_array(b, a)
+            zf.writestr(name + ".npy", b.getvalue())
+    return np.frombuffer(buf.getvalue(), np.uint8)
+
+
+def _sigma2(value):
+    def edit(meta):
+        meta["fields"]["kernel"]["fields"]["sigma2"]["value"] = value
+
+    return edit
+
+
+TAMPERED = {  # field -> (new value, message); each written with a fresh, matching checksum
+    "version 0": ("version", np.array(0), "version 0; this jaxrank reads version 1 only"),
+    "version -7": ("version", np.array(-7), "version -7; this jaxrank reads version 1 only"),
+    "version 2": ("version", np.array(2), "version 2; this jaxrank reads version 1 only: upgrade"),
+    "another format": ("format", np.array("other-program"), "its format is 'other-program'"),
+    "negative scale": ("scale", -np.ones(5), "scale is not 5 finite numbers > 0"),
+    "NaN mean": ("mean", np.full(5, np.nan), "mean is empty or not finite"),
+    "one class twice": ("classes", np.array(["1", "1"]), "classes are not two distinct labels"),
+    "rare class unknown": ("positive_label", np.array("yes"), "rare class 'yes' is not one"),
+    "input format": ("input_format", np.array("xml"), "input_format is 'xml'"),
+    "model dtype": ("model_dtype", np.array("int8"), "model_dtype is 'int8'"),
+    "model dtype disagrees": ("model_dtype", np.array("float32"), "disagrees with the file"),
+    "negative grid": ("grid", -np.ones(1), "grid is empty or not finite and > 0"),
+    "feature names": ("feature_names", np.array(["a", "b"]), "not 5 distinct names"),
+    "zero_based": ("zero_based", np.array(7), "zero_based is 7"),
+    "selection": ("selection", np.array("magic"), "selection is 'magic'"),
+    "object labels pickled": ("classes", np.array(["-1", "1"], dtype=object), "not a plain"),
+    "inner sigma2 = -1": ("model", _sigma2(-1.0), "sigma2 must be finite and > 0, got -1.0"),
+    "inner sigma2 a string": ("model", _sigma2("1"), "sigma2 must be finite and > 0, got '1'"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_tampered_model_file_is_exit_2_naming_the_file(case, one_model, capsys, tmp_path, files):
+    name, value, message = TAMPERED[case]
+    arrays = _arrays(one_model)
+    arrays[name] = _inner(arrays, value) if name == "model" else value
+    arrays["checksum"] = np.array(cli._checksum(arrays))
+    bad = tmp_path / "tampered.npz"
+    np.savez(bad, **arrays)
+    err = _error(["predict", bad, files["dir"] / "test.csv"], capsys)
+    assert message in err and str(bad) in err and "np.str_" not in err, err
+    with pytest.raises(ValueError, match=r"tampered\.npz"):
+        cli.load_model_file(bad)
+
+
+def test_compressed_or_foreign_model_files(one_model, capsys, tmp_path, files):
+    np.savez_compressed(tmp_path / "zipped.npz", **_arrays(one_model))
+    err = _error(["predict", tmp_path / "zipped.npz", files["dir"] / "test.csv"], capsys)
+    assert "is compressed" in err and "zipped.npz" in err
+    (tmp_path / "text.npz").write_text("X,y\n1,2\n")
+    err = _error(["predict", tmp_path / "text.npz", files["dir"] / "test.csv"], capsys)
+    assert "not a model file written by 'jaxrank fit'" in err
+    err = _error(["predict", tmp_path, files["dir"] / "test.csv"], capsys)
+    assert "is a directory" in err
+    (tmp_path / "half.npz").write_bytes(one_model.read_bytes()[:5000])
+    err = _error(["predict", tmp_path / "half.npz", files["dir"] / "test.csv"], capsys)
+    assert "truncated or corrupt" in err and "half.npz" in err
+
+
+def test_labels_shown_plainly_and_object_labels_judged_as_numbers(capsys, tmp_path, files):
+    from jaxrank._validation import check_binary_labels
+
+    _write_csv(tmp_path / "one.csv", files["X"], np.full(120, -1))
+    err = _error(["fit", tmp_path / "one.csv", "--target", "label", "--lam", "1", "-o",
+                  tmp_path / "m.npz"], capsys)  # fmt: skip
+    assert "one class only ('-1')" in err and "np.str_" not in err, err
+    y = files["y"]
+    for labels in (y.astype(object), np.where(y > 0, 1, 0).astype(object)):
+        np.testing.assert_array_equal(check_binary_labels(labels), y > 0)
+    with pytest.raises(ValueError, match=r"3 distinct values \(-1, 0, 1\)"):
+        check_binary_labels(np.array([-1, 0, 1] * 3, dtype=object))
