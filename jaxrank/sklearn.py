@@ -23,7 +23,7 @@ import numpy as np
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin
-    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 except ImportError as err:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError(
@@ -33,7 +33,7 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
 import jax
 
 from jaxrank import kernels as _kernels
-from jaxrank._validation import check_binary_labels, check_lam
+from jaxrank._validation import check_lam
 from jaxrank.bases import resolve_basis
 from jaxrank.fit import fit
 from jaxrank.metrics import mauc
@@ -47,6 +47,44 @@ __all__ = [
     "RankSVMClassifier",
     "SparseAUCClassifier",
 ]
+
+# Rows per scoring call: every row is scored inside a block of exactly this many rows.
+_SCORE_ROWS = 1024
+
+
+def _scores(model, X) -> np.ndarray:
+    """``model.decision_function(X)`` as float64, evaluated in zero-padded blocks of exactly
+    ``_SCORE_ROWS`` rows.
+
+    scikit-learn asks that a row's score not depend on the batch it is scored in
+    (``check_methods_subset_invariance``, atol 1e-7). XLA picks different product kernels for
+    different row counts, so in float32 a row scored alone and in a batch differed by ~1e-6; one
+    fixed shape makes each row's score a function of that row alone (and compiles once per
+    model, whatever the number of rows). float64 output so that a threshold halfway between two
+    float32 scores is exact (see :func:`_midpoint`).
+    """
+    n = X.shape[0]
+    blocks = -(-n // _SCORE_ROWS)
+    Xp = np.zeros((blocks * _SCORE_ROWS, X.shape[1]), X.dtype)
+    Xp[:n] = X
+    out = [
+        np.asarray(model.decision_function(Xp[i : i + _SCORE_ROWS]), np.float64)
+        for i in range(0, Xp.shape[0], _SCORE_ROWS)
+    ]
+    return np.concatenate(out)[:n]
+
+
+def _midpoint(sorted_scores: np.ndarray, n_below) -> np.ndarray:
+    """Thresholds halfway between the ``n_below``-th and ``(n_below + 1)``-th smallest scores.
+
+    A score ``s`` then lies above threshold ``t`` iff ``s − t > 0`` (IEEE subtraction keeps the
+    sign), so exactly ``len − n_below`` training scores lie above it when the two neighbours
+    differ. If they are adjacent floats the midpoint may round up onto the upper one; it is then
+    moved down onto the lower one (``s > t`` still holds for the upper).
+    """
+    lo, hi = sorted_scores[n_below - 1], sorted_scores[n_below]
+    t = lo + (hi - lo) / 2
+    return np.where(t >= hi, lo, t)
 
 
 class _KernelRankerParams(BaseEstimator):
@@ -96,6 +134,26 @@ class _RankClassifier(ClassifierMixin, _KernelRankerParams):
 
     _basis: str  # "rare", "all" or "random": the basis argument of jaxrank.fit
 
+    def __init__(
+        self,
+        lam=2.0**-8,
+        *,
+        pos_label=None,
+        kernel="gaussian",
+        sigma2=None,
+        eps=0.5,
+        loss="smoothed_hinge",
+        tol=1e-6,
+        max_iter=100,
+        max_cg=25,
+        dtype="float32",
+    ):
+        super().__init__(
+            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
+            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+        )  # fmt: skip
+        self.pos_label = pos_label
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False  # a biclass ranker: two-valued labels only
@@ -116,74 +174,115 @@ class _RankClassifier(ClassifierMixin, _KernelRankerParams):
         return model, int(model.info.iterations)
 
     def fit(self, X, y):
-        """Fit the ranker on ``X`` (taken as given) and two-valued labels ``y``.
+        """Fit the ranker on ``X`` (taken as given) and any two-valued labels ``y``.
 
-        The rare class is the one labelled ``+1``, ``1`` or ``True`` (as in :func:`jaxrank.fit`);
-        other label sets raise ``ValueError``.
+        The rare class is ``pos_label`` (default: the minority class of ``y``; on an exact 50/50
+        split, ``classes_[1]``, the larger label in sorted order). The ranker is fitted with the
+        rare class as jaxrank's positive class (:func:`jaxrank.fit`), then ``threshold_`` is set
+        so that on the training rows as many are predicted ``classes_[1]`` as there are rows of
+        ``classes_[1]`` (up to ties).
 
         Returns:
           self.
+
+        Raises:
+          ValueError: ``y`` not two-valued (one class, or more than two), not class labels,
+            ``pos_label`` not one of the labels, or a bad parameter.
         """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
-        y_type = type_of_target(y, input_name="y")
-        if y_type != "binary":
+        classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)
+        if classes.size == 1:
             raise ValueError(
-                "Only binary classification is supported (a biclass ranker); the type of the "
-                f"target is {y_type!r} ({np.unique(y).size} classes)."
+                f"y has one class only ({classes[0]!r}); a ranker needs two classes (a rare and "
+                "a majority one)."
             )
-        pos = check_binary_labels(y)
+        if classes.size > 2:
+            raise ValueError(
+                "Only binary classification is supported (a biclass ranker); y has "
+                f"{classes.size} classes. For ordinal levels use MultiLevelRankRC."
+            )
+        i_pos = self._rare_index(classes, counts)
         lam, scalar = check_lam(self.lam)
         if not scalar:
             raise ValueError(
                 "lam must be one value here; tune it with GridSearchCV or "
                 "jaxrank.select.select_lambda."
             )
+        pos = index == i_pos  # jaxrank's positive (rare) class
         self.model_, self.n_iter_ = self._fit_model(X, pos, float(lam[0]))
-        self.classes_ = np.unique(y)
-        self.pos_label_ = y[pos][0]
-        scores = self.decision_function(X)
-        # The training-prevalence quantile: as many training scores lie above it as there are
-        # rows of classes_[1] (midway between two consecutive sorted training scores).
-        n_low = int(np.sum(~pos)) if self.classes_[1] == self.pos_label_ else int(np.sum(pos))
-        low = np.sort(scores)[n_low - 1 : n_low + 1]
-        self.threshold_ = float(low.mean())
+        self.classes_ = classes
+        self.pos_label_ = classes[i_pos]
+        # The training-prevalence threshold on the score of classes_[1]: as many training scores
+        # lie above it as there are rows of classes_[1] (midway between two sorted scores).
+        scores = np.sort(self._sign() * _scores(self.model_, X))
+        self.threshold_ = float(_midpoint(scores, int(counts[0])))
         return self
 
-    def decision_function(self, X) -> np.ndarray:
-        """The ranking score of each row: larger means more likely ``classes_[1]``.
+    def _rare_index(self, classes: np.ndarray, counts: np.ndarray) -> int:
+        """The index in ``classes`` of the rare class: ``pos_label``, or the minority class
+        (``1`` on a tie)."""
+        if self.pos_label is None:
+            return 0 if counts[0] < counts[1] else 1
+        if np.ndim(self.pos_label) != 0:
+            raise ValueError(f"pos_label must be one label, got {self.pos_label!r}.")
+        hits = [i for i, c in enumerate(classes) if bool(c == self.pos_label)]
+        if not hits:
+            raise ValueError(
+                f"pos_label={self.pos_label!r} is not one of the labels of y {classes.tolist()!r}."
+            )
+        return hits[0]
 
-        This is ``model_.decision_function(X)``, the score of the rare class, when the rare class
-        is ``classes_[1]`` (labels ``{0, 1}``, ``{-1, 1}``, ``{False, True}``); when the rare
-        class sorts first (e.g. ``{1, 2}``, rare = 1) it is negated, keeping scikit-learn's
-        convention that scores rank ``classes_[1]`` first (``roc_auc`` scoring relies on it).
-        The offset is arbitrary: only the order is meaningful (AUC).
+    def _sign(self) -> float:
+        """+1 when the rare class is ``classes_[1]``, −1 when it is ``classes_[0]``."""
+        return 1.0 if self.classes_[1] == self.pos_label_ else -1.0
+
+    def decision_function(self, X) -> np.ndarray:
+        """The score of ``classes_[1]``, shifted so that ``predict`` is ``score > 0``.
+
+        ``decision_function(X) = σ·f(X) − threshold_``, with ``f = model_.decision_function``
+        (the rare-class ranking score) and ``σ = +1`` when the rare class ``pos_label_`` is
+        ``classes_[1]``, ``−1`` when it is ``classes_[0]``. So larger always means more likely
+        ``classes_[1]``, as scikit-learn's ``roc_auc`` scoring expects, and
+        ``predict(X) == classes_[(decision_function(X) > 0).astype(int)]``. The shift by the
+        constant ``threshold_`` changes no ranking and no AUC. Rows are scored in fixed-size
+        blocks, so a row's score does not depend on the other rows of ``X``.
 
         Returns:
-          ``(n,)`` float array.
+          ``(n,)`` float64 array.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        scores = np.asarray(self.model_.decision_function(X))
-        return scores if self.classes_[1] == self.pos_label_ else -scores
+        return self._sign() * _scores(self.model_, X) - self.threshold_
 
     def predict(self, X) -> np.ndarray:
-        """``classes_[1]`` where ``decision_function(X) > threshold_``, else ``classes_[0]``.
+        """``classes_[1]`` where ``decision_function(X) > 0``, else ``classes_[0]``.
 
-        A ranker's scores have an arbitrary offset, so 0 is no threshold: ``threshold_`` is the
-        training-score quantile that matches the training prevalence (on the training rows, as
-        many are predicted rare as there are rare rows, up to ties).
+        A ranker's scores have an arbitrary offset; the decision function is shifted by the
+        training-prevalence threshold ``threshold_`` (on the training rows as many are predicted
+        ``classes_[1]`` as there are rows of it, up to ties).
         """
-        above = self.decision_function(X) > self.threshold_
+        above = self.decision_function(X) > 0  # checks fitted before classes_ is read
         return self.classes_[above.astype(int)]
 
 
 class RankRCClassifier(_RankClassifier):
     """RankRC (seed 000 eq. 13): a kernel ranker over the rare-class basis, for scikit-learn.
 
+    Takes any two labels (numbers, strings, booleans). The ranker is fitted with the rare class
+    ``pos_label`` as jaxrank's positive class; scikit-learn's conventions hold on top of it:
+    ``decision_function`` scores ``classes_[1]`` (negated internally when the rare class is
+    ``classes_[0]``, e.g. labels ``{1, 2}`` with rare ``1``), so ``scoring="roc_auc"`` gives the
+    ranker's AUC whichever way the labels sort; and
+    ``predict(X) == classes_[(decision_function(X) > 0).astype(int)]``.
+
     Args:
       lam: the penalty λ > 0 (one value; tune it with ``GridSearchCV`` or
         :func:`jaxrank.select.select_lambda`).
+      pos_label: the label of the rare class, the one whose pairs the ranker puts first.
+        ``None`` (default): the minority class of the training labels; on an exact 50/50 split,
+        ``classes_[1]`` (the larger label in sorted order, e.g. ``1`` of ``{0, 1}``, ``"yes"``
+        of ``{"no", "yes"}``). A label absent from ``y`` raises ``ValueError`` in ``fit``.
       kernel: ``"gaussian"``, ``"linear"``, ``"polynomial"`` or a jaxrank kernel object.
       sigma2: Gaussian σ²; ``None``: the paper's heuristic on the training rows.
       eps: ε of the smoothed hinge.
@@ -192,25 +291,31 @@ class RankRCClassifier(_RankClassifier):
       dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
 
     Attributes:
-      model_: the fitted :class:`jaxrank.RankModel`.
-      classes_: the two labels, sorted; ``decision_function`` ranks ``classes_[1]`` first.
-      pos_label_: the rare-class label (``+1``, ``1`` or ``True``).
-      threshold_: the ``predict`` threshold, on the ``decision_function`` scale.
+      model_: the fitted :class:`jaxrank.RankModel`; ``model_.decision_function`` is the raw
+        score of the rare class.
+      classes_: the two labels, sorted (``numpy.unique``).
+      pos_label_: the rare-class label used (``pos_label`` or the minority class).
+      threshold_: the training-prevalence threshold on the score of ``classes_[1]``:
+        ``decision_function(X) = σ·model_.decision_function(X) − threshold_`` with ``σ = +1``
+        if ``pos_label_`` is ``classes_[1]``, else ``−1``. It lies midway between two consecutive
+        sorted training scores, with as many above it as there are rows of ``classes_[1]``.
       n_iter_: Newton (trust-region) iterations of the solve.
       n_features_in_, feature_names_in_: as in scikit-learn.
 
     A ranker gives no probabilities, so there is no ``predict_proba``. ``score`` is
     scikit-learn's accuracy of ``predict``; to tune or compare rankers use
     ``scoring="roc_auc"`` (e.g. in ``GridSearchCV``), which ranks by ``decision_function``.
-    ``predict`` thresholds at ``threshold_``, not at 0, so ``decision_function(X) > 0`` is not
-    ``predict(X)``.
 
     Example:
-      >>> import jaxrank
+      >>> import numpy as np, jaxrank
       >>> from jaxrank.sklearn import RankRCClassifier
       >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
-      >>> RankRCClassifier(lam=2.0**-6).fit(X, y).decision_function(X).shape
-      (200,)
+      >>> names = np.where(y == 1, "fraud", "ok")
+      >>> est = RankRCClassifier(lam=2.0**-6).fit(X, names)
+      >>> est.classes_.tolist(), str(est.pos_label_), est.decision_function(X).shape
+      (['fraud', 'ok'], 'fraud', (200,))
+      >>> bool((est.predict(X) == est.classes_[(est.decision_function(X) > 0).astype(int)]).all())
+      True
     """
 
     _basis = "rare"
@@ -243,6 +348,7 @@ class RandomBasisRankClassifier(_RankClassifier):
         self,
         lam=2.0**-8,
         *,
+        pos_label=None,
         kernel="gaussian",
         sigma2=None,
         eps=0.5,
@@ -255,8 +361,8 @@ class RandomBasisRankClassifier(_RankClassifier):
         random_state=None,
     ):
         super().__init__(
-            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
-            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+            lam, pos_label=pos_label, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss,
+            tol=tol, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
         )  # fmt: skip
         self.n_basis = n_basis
         self.random_state = random_state
@@ -302,6 +408,7 @@ class SparseAUCClassifier(_RankClassifier):
         self,
         lam=2.0**-8,
         *,
+        pos_label=None,
         n_basis=None,
         kappa=100,
         kernel="gaussian",
@@ -316,8 +423,8 @@ class SparseAUCClassifier(_RankClassifier):
         random_state=None,
     ):
         super().__init__(
-            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
-            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+            lam, pos_label=pos_label, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss,
+            tol=tol, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
         )  # fmt: skip
         self.n_basis = n_basis
         self.kappa = kappa
@@ -381,29 +488,11 @@ class NystromRankClassifier(_RankClassifier):
 
     _strategies = ("rare_first", "kmeans++", "random")
 
-    @classmethod
-    def _xfail_checks(cls) -> dict:
-        """scikit-learn's ``check_estimator`` checks that cannot pass, with the reason (for
-        ``expected_failed_checks=``; scikit-learn's tags hold no per-check failures)."""
-        return {
-            "check_classifiers_train": (
-                "predict thresholds decision_function at threshold_ (the training-prevalence "
-                "quantile), not at 0: a ranker's scores have an arbitrary offset"
-            ),
-            "check_classifiers_classes": (
-                "labels such as 'one'/'two' name no rare class; jaxrank needs the rare class "
-                "labelled +1, 1 or True and refuses other label sets with a ValueError"
-            ),
-            "check_methods_subset_invariance": (
-                "float32 scores (the default dtype): a row scored alone and in a batch goes "
-                "through different matrix-product kernels (~1e-6 apart, above the check's 1e-7)"
-            ),
-        }
-
     def __init__(
         self,
         lam=2.0**-8,
         *,
+        pos_label=None,
         landmarks="rare_first",
         n_basis=None,
         kernel="gaussian",
@@ -417,8 +506,8 @@ class NystromRankClassifier(_RankClassifier):
         random_state=None,
     ):
         super().__init__(
-            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
-            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+            lam, pos_label=pos_label, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss,
+            tol=tol, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
         )  # fmt: skip
         self.landmarks = landmarks
         self.n_basis = n_basis
@@ -450,30 +539,40 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
     """Multi-level (ordinal) RankRC (seed 003 eq. 48) for scikit-learn.
 
     :func:`jaxrank.fit_multilevel`: one kernel ranker whose scores order the levels, with the
-    basis = every row not in the majority level. ``y`` holds integer ordinal levels (higher =
-    rarer / more important; only their order matters).
+    basis = every row not in the majority level. The levels are the labels of ``y`` in sorted
+    order (``classes_``, as ``numpy.unique`` sorts them; higher = rarer / more important): for
+    integer levels only their order matters; labels of any other type (strings) are ordered as
+    they sort, so name ordinal levels by integers when their names do not sort in level order.
 
-    - ``decision_function``: the ranking score (higher = higher level).
-    - ``predict``: a level by thresholds on the score. ``thresholds_`` are chosen on the training
-      scores so that each level is predicted as often as it occurs there: with the training
-      scores sorted ascending and ``N_k`` the number of training rows below level ``k``
-      (``k = 1 … R−1``), threshold ``t_k`` is midway between the ``N_k``-th and the
-      ``(N_k+1)``-th smallest score; a row scoring ``s`` gets level ``classes_[#{k: s > t_k}]``.
-      (A ranker's scores have an arbitrary offset and scale, so no fixed cut points exist.)
+    - ``ranking_score``: the ranking score ``f(x)`` (higher = higher level).
+    - ``thresholds_`` are chosen on the training scores so that each level is predicted as often
+      as it occurs there: with the training scores sorted ascending and ``N_k`` the number of
+      training rows below level ``k`` (``k = 1 … R−1``), threshold ``t_k`` is midway between the
+      ``N_k``-th and the ``(N_k+1)``-th smallest score. (A ranker's scores have an arbitrary
+      offset and scale, so no fixed cut points exist.)
+    - ``decision_function``: the cumulative margins ``D_k(x) = Σ_{j≤k} (f(x) − t_j)``,
+      ``k = 0 … R−1`` (``D_0 = 0``), as an ``(n, R)`` array; with two levels scikit-learn's
+      binary convention, the ``(n,)`` column ``D_1 = f − t_1``. The increments ``f − t_k`` fall
+      with ``k`` (the thresholds ascend), so ``D`` is concave in ``k`` and its first maximum is
+      at ``#{k: f(x) > t_k}``, the number of thresholds below the score.
+    - ``predict``: ``classes_[argmax_k D_k(x)] = classes_[#{k: f(x) > t_k}]`` (for two levels
+      ``classes_[(decision_function(X) > 0).astype(int)]``), as scikit-learn requires.
     - ``score``: the MAUC of seed 003 (the fraction of correctly ordered cross-level pairs,
-      :func:`jaxrank.metrics.mauc`), not accuracy; it is what ``GridSearchCV`` maximises by
-      default. Being a classifier, cross-validation splits are stratified by level.
+      :func:`jaxrank.metrics.mauc`) of ``ranking_score``, not accuracy; it is what
+      ``GridSearchCV`` maximises by default. Being a classifier, cross-validation splits are
+      stratified by level.
 
     Args:
       lam: the penalty λ > 0 (one value).
-      majority: the majority level, left out of the basis (default: the lowest level, as in the
-        paper).
+      majority: the majority level (a label of ``y``), left out of the basis (default: the
+        lowest level, ``classes_[0]``, as in the paper).
       kernel, sigma2, eps, loss, tol, max_iter, max_cg, dtype: as :class:`RankRCClassifier`.
 
     Attributes:
-      model_: the fitted :class:`jaxrank.RankModel`.
-      classes_: the levels, ascending.
-      thresholds_: ``(R−1,)`` ascending thresholds of ``predict``.
+      model_: the fitted :class:`jaxrank.RankModel`, fitted on the level indices
+        ``0 … R−1`` (the positions of the labels in ``classes_``).
+      classes_: the levels, sorted.
+      thresholds_: ``(R−1,)`` ascending thresholds on ``ranking_score`` (float64).
       n_iter_: Newton (trust-region) iterations.
       n_features_in_, feature_names_in_: as in scikit-learn.
 
@@ -485,27 +584,9 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
       >>> est = MultiLevelRankRC(lam=2.0**-6).fit(X, lv)
       >>> est.classes_.tolist(), est.thresholds_.shape, est.score(X, lv) > 0.7
       ([0, 1, 2, 3], (3,), True)
+      >>> est.decision_function(X[:2]).shape
+      (2, 4)
     """
-
-    @classmethod
-    def _xfail_checks(cls) -> dict:
-        """scikit-learn's ``check_estimator`` checks that cannot pass, with the reason (for
-        ``expected_failed_checks=``; scikit-learn's tags hold no per-check failures)."""
-        return {
-            "check_classifiers_train": (
-                "predict cuts the score at thresholds_ matched to the training level counts, "
-                "not at 0 (a ranker's scores have an arbitrary offset), so with two classes "
-                "decision_function > 0 is not predict == classes_[1]"
-            ),
-            "check_classifiers_classes": (
-                "labels must be integer ordinal levels (their order is the ranking); string "
-                "labels are refused with a ValueError"
-            ),
-            "check_methods_subset_invariance": (
-                "float32 scores (the default dtype): a row scored alone and in a batch goes "
-                "through different matrix-product kernels (~1e-6 apart, above the check's 1e-7)"
-            ),
-        }
 
     def __init__(
         self,
@@ -528,10 +609,15 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
         self.majority = majority
 
     def fit(self, X, y):
-        """Fit the ordinal ranker on ``X`` (taken as given) and integer levels ``y``.
+        """Fit the ordinal ranker on ``X`` (taken as given) and levels ``y`` (ordered as they
+        sort).
 
         Returns:
           self.
+
+        Raises:
+          ValueError: fewer than two levels, ``y`` not class labels, ``majority`` not one of
+            the levels, or a bad parameter.
         """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
@@ -541,45 +627,89 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
                 "lam must be one value here; tune it with GridSearchCV or "
                 "jaxrank.select.select_lambda."
             )
-        levels = np.unique(y)
+        levels, index, counts = np.unique(y, return_inverse=True, return_counts=True)
         if levels.size < 2:
             raise ValueError(
                 f"y has one class (level) only ({levels[0]!r}); a multi-level ranker needs at "
                 "least two ordinal levels."
             )
-        majority = levels[0] if self.majority is None else self.majority
+        if self.majority is None:
+            majority = 0
+        else:
+            scalar = np.ndim(self.majority) == 0
+            hits = [i for i, v in enumerate(levels) if scalar and bool(v == self.majority)]
+            if not hits:
+                raise ValueError(
+                    f"majority={self.majority!r} is not one of the levels {levels.tolist()!r}."
+                )
+            majority = hits[0]
+        # fitted on the level indices, so that any sortable labels are levels
         self.model_ = fit_multilevel(
-            X, y, float(lam[0]), majority=majority, kernel=self._kernel(), eps=self.eps,
+            X, index, float(lam[0]), majority=majority, kernel=self._kernel(), eps=self.eps,
             loss=self.loss, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
             dtype=self.dtype,
         )  # fmt: skip
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = levels
-        scores = np.sort(np.asarray(self.model_.decision_function(X)))
-        below = np.cumsum([np.sum(y == v) for v in levels])[:-1]  # N_k, rows below level k
-        self.thresholds_ = (scores[below - 1] + scores[below]) / 2
+        scores = np.sort(_scores(self.model_, X))
+        self.thresholds_ = _midpoint(scores, np.cumsum(counts)[:-1])  # N_k: rows below level k
         return self
 
-    def decision_function(self, X) -> np.ndarray:
-        """The ranking score of each row: higher means a higher level.
+    def ranking_score(self, X) -> np.ndarray:
+        """The ordinal ranking score ``f(x)`` of each row (``model_.decision_function``): higher
+        means a higher level. Rows are scored in fixed-size blocks, so a row's score does not
+        depend on the other rows of ``X``.
 
         Returns:
-          ``(n,)`` float array.
+          ``(n,)`` float64 array.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return np.asarray(self.model_.decision_function(X))
+        return _scores(self.model_, X)
+
+    def _margins(self, X) -> np.ndarray:
+        """``(n, R)`` cumulative margins ``D_k = Σ_{j≤k} (f − t_j)``, ``D_0 = 0``."""
+        steps = self.ranking_score(X)[:, None] - self.thresholds_[None, :]
+        return np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Cumulative margins ``D_k(x) = Σ_{j≤k} (f(x) − t_j)`` of the levels (class notes).
+
+        Returns:
+          ``(n, R)`` float64 array whose row-wise argmax is the ``predict`` level; for two levels
+          the ``(n,)`` array ``f(x) − t_1`` (positive where ``predict`` gives ``classes_[1]``).
+        """
+        margins = self._margins(X)
+        return margins[:, 1] if self.classes_.size == 2 else margins
 
     def predict(self, X) -> np.ndarray:
-        """Level ``classes_[#{k: score > thresholds_[k]}]`` of each row (see the class notes)."""
-        scores = self.decision_function(X)
-        return self.classes_[np.searchsorted(self.thresholds_, scores, side="left")]
+        """Level ``classes_[argmax_k D_k(x)]``, i.e. ``classes_[#{k: f(x) > t_k}]``.
+
+        The argmax of the ``float64`` margins equals the threshold count for a float32 model
+        exactly (the increments are exact differences of the float32 score and the thresholds);
+        for a float64 model up to rounding when a score lies within ~1e-16 relative of a
+        threshold. ``predict`` is defined by the argmax, so it always agrees with
+        ``decision_function``.
+        """
+        level = np.argmax(self._margins(X), axis=1)  # checks fitted before classes_ is read
+        return self.classes_[level]
 
     def score(self, X, y, sample_weight=None) -> float:
-        """MAUC of ``decision_function(X)`` against the levels ``y`` (seed 003, after eq. 48).
+        """MAUC of ``ranking_score(X)`` against the levels ``y`` (seed 003, after eq. 48).
 
         ``sample_weight`` is not supported (MAUC counts pairs).
+
+        Raises:
+          ValueError: ``sample_weight`` given, or a label of ``y`` not among ``classes_``.
         """
         if sample_weight is not None:
             raise ValueError("MultiLevelRankRC.score does not support sample_weight.")
-        return float(mauc(np.asarray(y), self.decision_function(X)))
+        scores = self.ranking_score(X)
+        y = np.asarray(y)
+        index = np.clip(np.searchsorted(self.classes_, y), 0, self.classes_.size - 1)
+        if y.shape != scores.shape or not np.all(self.classes_[index] == y):
+            raise ValueError(
+                f"y must hold {scores.shape[0]} labels among the fitted levels "
+                f"{self.classes_.tolist()!r}."
+            )
+        return float(mauc(index, scores))

@@ -14,12 +14,11 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
-from test_sklearn import expected_failed_checks
 
 import jaxrank
 from jaxrank import datasets, metrics
 from jaxrank.greedy import fit_greedy
-from jaxrank.sklearn import SparseAUCClassifier
+from jaxrank.sklearn import SparseAUCClassifier, _scores
 
 
 def _run_check(estimator, check):
@@ -29,12 +28,11 @@ def _run_check(estimator, check):
         check(estimator)
 
 
-# Every check fits new shapes and each compiles the candidate scorer and the solver (~10 s on
-# 2 cores): the whole suite takes minutes, so it runs in the slow set.
+# scikit-learn's whole check suite, no expected failures. Every check fits new shapes and each
+# compiles the candidate scorer and the solver (~10 s on 2 cores): the whole suite takes
+# minutes, so it runs in the slow set.
 @pytest.mark.slow
-@parametrize_with_checks(
-    [SparseAUCClassifier(kappa=10, random_state=0)], expected_failed_checks=expected_failed_checks
-)
+@parametrize_with_checks([SparseAUCClassifier(kappa=10, random_state=0)])
 def test_sklearn_api(estimator, check):
     _run_check(estimator, check)
 
@@ -58,13 +56,18 @@ def test_decision_function_equals_fit_greedy(data):
     np.testing.assert_array_equal(est.model_.basis_index, model.basis_index)
     scores = est.decision_function(X)
     assert scores.shape == (120,) and scores.dtype == np.float64
-    np.testing.assert_array_equal(scores, model.decision_function(X))
+    raw = np.asarray(est.model_.decision_function(X))
+    np.testing.assert_array_equal(raw, model.decision_function(X))
+    block = _scores(est.model_, X)  # the model's score, evaluated as the estimator does
+    np.testing.assert_allclose(block, raw, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(scores, block - est.threshold_)  # shifted by the threshold
     assert est.n_features_in_ == 5 and est.n_iter_ == 12  # greedy steps
     np.testing.assert_array_equal(est.classes_, [-1, 1])
     # predict: the training-prevalence threshold, as many predicted rare as rare rows
-    low = np.sort(scores)[89:91]
+    low = np.sort(raw)[89:91]
     assert low[0] < est.threshold_ < low[1]
     assert np.sum(est.predict(X) == 1) == 30
+    np.testing.assert_array_equal(est.predict(X), est.classes_[(scores > 0).astype(int)])
 
 
 def test_default_basis_size_and_random_state(data):
@@ -77,12 +80,34 @@ def test_default_basis_size_and_random_state(data):
 
 def test_labels_rare_class_first(data):
     X, y = data
-    yl = np.where(y == 1, 1, 2)  # rare = 1 sorts first: scores are negated
+    yl = np.where(y == 1, 1, 2)  # rare = 1 (the minority) sorts first: scores are negated
     est = _est(random_state=0).fit(X, yl)
     ref = _est(random_state=0).fit(X, y)
-    np.testing.assert_array_equal(est.decision_function(X), -ref.decision_function(X))
+    assert est.pos_label_ == 1
+    raw = _scores(ref.model_, X)  # the model's score, evaluated as the estimator does
+    np.testing.assert_array_equal(est.model_.decision_function(X), ref.model_.decision_function(X))
+    np.testing.assert_array_equal(est.decision_function(X), -raw - est.threshold_)
+    np.testing.assert_allclose(
+        est.decision_function(X), -ref.decision_function(X), rtol=0, atol=1e-12
+    )
     auc = roc_auc_score(yl == est.classes_[1], est.decision_function(X))
     assert auc == pytest.approx(float(metrics.auc(y, ref.decision_function(X))), abs=1e-12)
+    dec = est.decision_function(X)
+    np.testing.assert_array_equal(est.predict(X), est.classes_[(dec > 0).astype(int)])
+
+
+def test_string_labels_and_pos_label(data):
+    # any two labels; pos_label names the rare class (here the minority, as by default)
+    X, y = data
+    yl = np.where(y == 1, "one", "two")
+    ref = _est(random_state=0).fit(X, y)
+    for pos_label in (None, "one"):
+        est = _est(random_state=0, pos_label=pos_label).fit(X, yl)
+        assert est.pos_label_ == "one" and est.classes_.tolist() == ["one", "two"]
+        np.testing.assert_array_equal(est.model_.basis_index, ref.model_.basis_index)
+        assert roc_auc_score(yl, est.decision_function(X)) == pytest.approx(
+            roc_auc_score(y, ref.decision_function(X)), abs=1e-12
+        )
 
 
 @pytest.mark.slow  # the 60-row folds compile their own solvers
@@ -101,7 +126,7 @@ def test_grid_search(data):
     "params, y_kind, match",
     [
         ({}, "multiclass", "Only binary classification"),
-        ({}, "names", r"must be labelled \+1, 1 or True"),
+        (dict(pos_label="c"), "names", r"pos_label='c' is not one of the labels"),
         (dict(lam=[1e-2, 1e-3]), "ok", "lam must be one value"),
         (dict(n_basis=500), "ok", "n_basis must be in"),
         (dict(kappa=0), "ok", "kappa must be >= 1"),
