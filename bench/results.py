@@ -143,6 +143,15 @@ SECTIONS: tuple[Section, ...] = (
         "The 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶ (issue 'Scale').",
         _copy("scale"),
     ),
+    Section(
+        "Latency: first calls, new shapes, fresh processes",
+        "latency",
+        "The 16-λ fit and select_lambda at m = 1000-5000 as a new user meets them: first call, "
+        "new data sizes, a second process with the persistent compilation cache, the demo and "
+        "the import, compile and run time apart, beside scikit-learn's SVC-W in the same run "
+        "(issue 16).",
+        _copy("latency"),
+    ),
 )
 
 HEADER = """\
