@@ -1,13 +1,16 @@
 """The notebooks in ``notebooks/``: valid nbformat-4 JSON, and every code cell runs, in order,
 in a fresh namespace, at the small size (``JAXRANK_NB_SMALL=1``), with and without matplotlib.
 
-No Jupyter dependency: the JSON is parsed and each code cell is ``exec``-uted; matplotlib (a
-bench extra) uses the Agg backend and ``plt.show`` does nothing. The notebooks import
-matplotlib conditionally, so they must also run when it is missing.
+No Jupyter dependency: the JSON is parsed and each code cell is ``exec``-uted; matplotlib (in
+the test extra) uses the Agg backend and ``plt.show`` does nothing. The notebooks import
+matplotlib conditionally, so they must also run when it is missing. Where the ``notebooks``
+extra is installed (Jupyter: nbclient, ipykernel), the quickstart also runs as a reader runs it,
+in a Jupyter kernel; elsewhere that test skips, naming the extra.
 """
 
 import builtins
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -117,3 +120,22 @@ def test_walkthrough_runs(monkeypatch):
 def test_quickstart_runs_without_matplotlib(monkeypatch):
     ns = _run(NOTEBOOKS["quickstart"], monkeypatch, matplotlib=False)
     assert ns["plt"] is None and 0.5 < ns["rankrc_auc"] <= 1
+
+
+def test_quickstart_runs_in_a_jupyter_kernel(monkeypatch):
+    # what `jupyter execute notebooks/quickstart.ipynb` (README) does: a real kernel, the cells'
+    # outputs recorded, the first error raised as CellExecutionError
+    nbclient = pytest.importorskip("nbclient", reason="needs pip install -e '.[notebooks]'")
+    nbformat = pytest.importorskip("nbformat", reason="needs pip install -e '.[notebooks]'")
+    pytest.importorskip("ipykernel", reason="needs pip install -e '.[notebooks]'")
+    monkeypatch.setenv("JAXRANK_NB_SMALL", "1")  # the kernel inherits this environment
+    # the kernel is the user's python, not this session's: no x64, no strict promotion
+    for name in [k for k in os.environ if k.startswith("JAX_")]:
+        monkeypatch.delenv(name)
+    nb = nbformat.read(NOTEBOOKS["quickstart"], as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={
+        "metadata": {"path": str(ROOT / "notebooks")}}).execute()  # fmt: skip
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "small run: True" in text
