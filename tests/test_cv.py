@@ -1,0 +1,269 @@
+"""RankRCClassifierCV and its search (jaxrank._cv): the auto basis, equal folds, the selection
+rules, the CV table against direct fits, the estimator's conventions and scikit-learn's checks.
+
+Every fit here uses one data set, one fold count and one λ grid, so the programs compiled by the
+first search serve the later tests (compilation dominates on 2 cores)."""
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone
+from sklearn.metrics import roc_auc_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import jaxrank
+from jaxrank import _cv, datasets
+from jaxrank.select import stratified_folds
+
+LAMS = (2.0**-10, 2.0**-4, 2.0**2)
+FACTORS = (0.5, 2.0)
+CV = 3
+MIN_BASIS = 40
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = datasets.make_rare_class(160, 0.1, 0.75, seed=1)  # 16 rare rows
+    return (X - X.mean(0)) / X.std(0), y
+
+
+def _est(**kw):
+    from jaxrank._sklearn_cv import RankRCClassifierCV
+
+    opts = dict(lams=LAMS, sigma2_factors=FACTORS, cv=CV, min_basis=MIN_BASIS, random_state=0)
+    return RankRCClassifierCV(**{**opts, **kw})
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, y = data
+    names = np.where(y == 1, "rare", "common")
+    return _est(basis=("rare", "auto")).fit(X, names)
+
+
+# ---------------------------------------------------------------------------- auto basis
+
+
+def test_auto_basis_size_rule():
+    assert _cv.auto_basis_size(1000, 10, 128) == 128  # starved: grown to the floor
+    assert _cv.auto_basis_size(1000, 300, 128) == 300  # enough rare rows: RankRC's basis
+    assert _cv.auto_basis_size(100, 10, 128) == 100  # small data: every row
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="min_basis"):
+            _cv.auto_basis_size(10, 1, bad)
+
+
+def test_auto_basis_rare_first_then_majority(data):
+    X, y = data
+    key = jax.random.key(0)
+    idx = _cv.auto_basis(X, y, key=key, min_basis=MIN_BASIS)
+    rare = np.flatnonzero(y == 1)
+    assert idx.size == MIN_BASIS and np.unique(idx).size == idx.size
+    np.testing.assert_array_equal(idx[: rare.size], rare)
+    assert np.all(y[idx[rare.size :]] != 1)
+    np.testing.assert_array_equal(idx, _cv.auto_basis(X, y, key=key, min_basis=MIN_BASIS))
+    # k-means++ spreads the landmarks: farther from the rare rows than a uniform draw, on average
+    d = lambda rows: np.mean(
+        np.min(((X[rows][:, None] - X[rare][None]) ** 2).sum(-1), axis=1)
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    neg = np.flatnonzero(y != 1)
+    uniform = np.mean([d(rng.choice(neg, MIN_BASIS - rare.size, replace=False))
+                       for _ in range(20)])  # fmt: skip
+    assert d(idx[rare.size :]) > uniform
+    np.testing.assert_array_equal(_cv.auto_basis(X, y, key=key, min_basis=10), rare)
+    allrows = _cv.auto_basis(X, y, key=key, min_basis=10_000)
+    np.testing.assert_array_equal(np.sort(allrows), np.arange(y.size))
+    with pytest.raises(ValueError, match="key"):
+        _cv.auto_basis(X, y, key=None)
+
+
+def test_equal_folds(data):
+    _, y = data
+    pos = y == 1
+    fold = stratified_folds(pos, CV, key=jax.random.key(3))
+    train = _cv.equal_folds(fold, pos, key=jax.random.key(4))
+    counts = {(int(pos[t].sum()), int((~pos[t]).sum())) for t in train}
+    assert len(counts) == 1  # the same class counts in every training fold
+    for f, t in enumerate(train):
+        assert np.all(fold[t] != f)  # never a held-out row
+        full = np.flatnonzero(fold != f)
+        assert full.size - t.size <= 2 and np.all(np.isin(t, full))
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+def test_choose_rules():
+    lams = np.array([1e-4, 1e-2, 1.0, 1e2])
+    s2 = np.array([0.5, 2.0])
+    mean = np.zeros((1, 2, 4))
+    se = np.full((1, 2, 4), 0.025)
+    mean[0, 0] = [0.80, 0.90, 0.85, 0.85]
+    mean[0, 1] = [0.70, 0.89, 0.89, 0.88]
+    assert _cv.choose(mean, se, lams, s2, "max") == (0, 0, 1)
+    # one SE: the largest λ with mean ≥ 0.90 − 0.025
+    assert _cv.choose(mean, se, lams, s2, "one_se") == (0, 1, 3)
+    # smoothed: (0.89 + 0.89 + 0.88)/3 at σ² = 2, λ = 1 beats (0.8 + 0.9 + 0.85)/3
+    assert _cv.choose(mean, se, lams, s2, "smooth") == (0, 1, 2)
+    # exact ties go to the larger λ, then the larger σ², then the first basis
+    flat = np.full((2, 2, 4), 0.7)
+    assert _cv.choose(flat, se.repeat(2, 0), lams, s2, "max") == (0, 1, 3)
+    with pytest.raises(ValueError, match="rule"):
+        _cv.choose(mean, se, lams, s2, "median")
+    with pytest.raises(ValueError, match="finite"):
+        _cv.choose(mean * np.nan, se, lams, s2, "max")
+
+
+def test_smooth_ends():
+    m = np.array([[[1.0, 2.0, 6.0]]])
+    np.testing.assert_allclose(_cv._smooth(m), [[[1.5, 3.0, 4.0]]])
+    np.testing.assert_allclose(_cv._smooth(np.array([[[5.0]]])), [[[5.0]]])
+
+
+# ---------------------------------------------------------------------------- search
+
+
+def test_cv_table_matches_direct_fits(data, fitted):
+    X, y = data
+    pos = y == 1
+    est = fitted
+    key = jax.random.key(np.random.RandomState(0).randint(np.iinfo(np.int32).max))
+    s2 = est.cv_results_["param_sigma2"][:: len(LAMS)][: len(FACTORS)]
+    search = _cv.cv_search(X, pos, lams=LAMS, sigma2s=s2, policies=("rare", "auto"), folds=CV,
+                           key=key, min_basis=MIN_BASIS, dtype="float32")  # fmt: skip
+    np.testing.assert_allclose(search.mean_auc.ravel(), est.cv_results_["mean_test_score"])
+    # one entry of the table by hand: fold 1, auto basis, second σ², every λ
+    k_fold, k_trim, _ = jax.random.split(key, 3)
+    fold = stratified_folds(pos, CV, key=k_fold)
+    tr = _cv.equal_folds(fold, pos, key=k_trim)[1]
+    te = np.flatnonzero(fold == 1)
+    idx = _cv.auto_basis(X[tr], pos[tr], key=jax.random.fold_in(_cv._basis_key(key), 1),
+                         min_basis=MIN_BASIS)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        kernel = jaxrank.kernels.gaussian(float(s2[1]))
+        model = jaxrank.fit(X[tr], pos[tr], LAMS, basis=idx, kernel=kernel, dtype="float32")
+    scores = np.asarray(model.decision_function(X[te]), np.float64)
+    want = [roc_auc_score(pos[te], s) for s in scores]
+    np.testing.assert_allclose(search.cv_auc[1, 1, 1], want, atol=1e-6)
+    assert search.n_basis.tolist() == [int(pos.sum()), MIN_BASIS]
+
+
+def test_cv_search_copies_identical_policies(data):
+    X, y = data
+    # min_basis below every fold's rare count: "auto" is "rare", so its rows are copies
+    search = _cv.cv_search(
+        X, y == 1, lams=LAMS, sigma2s=(4.0,), policies=("rare", "auto"), folds=CV,
+        key=jax.random.key(0), min_basis=2, dtype="float32",
+    )  # fmt: skip
+    np.testing.assert_array_equal(search.cv_auc[0], search.cv_auc[1])
+    with pytest.raises(ValueError, match="policies"):
+        _cv.cv_search(X, y, lams=LAMS, sigma2s=(1.0,), policies=("nystrom",), key=jax.random.key(0))
+    with pytest.raises(ValueError, match="sigma2s"):
+        _cv.cv_search(X, y, lams=LAMS, sigma2s=(-1.0,), key=jax.random.key(0))
+
+
+# ---------------------------------------------------------------------------- estimator
+
+
+def test_estimator_conventions(data, fitted):
+    X, y = data
+    est = fitted
+    assert est.classes_.tolist() == ["common", "rare"] and est.pos_label_ == "rare"
+    d = est.decision_function(X)
+    np.testing.assert_array_equal(est.predict(X), est.classes_[(d > 0).astype(int)])
+    assert np.sum(d > 0) == np.sum(y == 1)  # training-prevalence threshold
+    assert roc_auc_score(y == 1, d) > 0.65  # the generator's Bayes AUC is about 0.70
+    assert not hasattr(est, "predict_proba")
+    res = est.cv_results_
+    i = est.best_index_
+    assert res["mean_test_score"][i] == est.best_score_ == res["mean_test_score"].max()
+    assert res["rank_test_score"][i] == 1
+    bp = est.best_params_
+    assert bp["lam"] == res["param_lam"][i] and bp["sigma2"] == res["param_sigma2"][i]
+    assert bp["basis"] == res["param_basis"][i] and bp["n_basis"] == est.model_.n_basis
+    assert len(res["params"]) == 2 * len(FACTORS) * len(LAMS)
+    for f in range(CV):
+        assert res[f"split{f}_test_score"].shape == res["mean_test_score"].shape
+    # the refitted model is jaxrank.fit at the chosen parameters
+    idx = _cv.refit_basis(bp["basis"], X, y, key=jax.random.key(
+        np.random.RandomState(0).randint(np.iinfo(np.int32).max)), min_basis=MIN_BASIS)  # fmt: skip
+    model = jaxrank.fit(X, y, bp["lam"], basis=idx, kernel=jaxrank.kernels.gaussian(bp["sigma2"]),
+                        dtype="float32")  # fmt: skip
+    np.testing.assert_allclose(est.model_.coef, model.coef, rtol=1e-5, atol=1e-6)
+
+
+def test_rare_class_sorting_first(data, fitted):
+    # the rare class is classes_[0] here ({1, 2}, rare = 1): scores are negated, same ranking
+    X, y = data
+    est = clone(fitted).set_params(basis=("rare", "auto")).fit(X, np.where(y == 1, 1, 2))
+    assert est.pos_label_ == 1
+    total = est.decision_function(X) + fitted.decision_function(X)  # a constant: the offsets
+    assert np.ptp(total) <= 1e-6 * np.abs(fitted.decision_function(X)).max()
+
+
+@pytest.mark.parametrize(
+    ("params", "labels", "match"),
+    [
+        ({}, "one", "binary"),
+        ({}, "three", "binary"),
+        ({"pos_label": "x"}, None, "pos_label"),
+        ({"rule": "best"}, None, "rule"),
+        ({"sigma2_factors": (0.0,)}, None, "sigma2_factors"),
+        ({"cv": 1}, None, "cv"),
+        ({"basis": "greedy"}, None, "basis policies"),
+        ({"lams": (-1.0,)}, None, "λ|lam"),
+        ({"min_basis": 0}, None, "min_basis"),
+    ],
+)
+def test_estimator_errors(data, params, labels, match):
+    X, y = data
+    y = {"one": np.zeros_like(y), "three": np.arange(y.size) % 3, None: y}[labels]
+    with pytest.raises(ValueError, match=match):
+        _est(**params).fit(X, y)
+
+
+def test_too_few_rare_rows(data):
+    X, y = data
+    y = np.full(y.size, -1)
+    y[0] = 1
+    with pytest.raises(ValueError, match="at least 2 rows of each class"):
+        _est().fit(X, y)
+
+
+@pytest.mark.slow  # new shapes: ~30-100 s of compilation on 2 cores
+def test_few_rare_rows_fewer_folds(data, fitted):
+    X, y = data
+    keep = np.concatenate([np.flatnonzero(y == 1)[:2], np.flatnonzero(y != 1)])
+    est = clone(fitted).fit(X[keep], y[keep])
+    assert est.n_folds_ == 2
+
+
+@pytest.mark.slow
+@parametrize_with_checks([_est()])
+def test_sklearn_api(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        check(estimator)
+
+
+def test_sklearn_api_smoke():
+    """scikit-learn's checks that fit nothing, in the default run (the whole suite, which fits
+    dozens of new shapes, is slow)."""
+    from sklearn.utils.estimator_checks import (
+        check_estimators_unfitted,
+        check_get_params_invariance,
+        check_no_attributes_set_in_init,
+        check_parameters_default_constructible,
+    )
+
+    est = _est()
+    for check in (check_no_attributes_set_in_init, check_get_params_invariance,
+                  check_estimators_unfitted, check_parameters_default_constructible):  # fmt: skip
+        check(type(est).__name__, est)
