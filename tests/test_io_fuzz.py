@@ -23,7 +23,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-import jaxrank
 from jaxrank import cli, datasets
 from jaxrank import io as model_io
 
@@ -63,14 +62,14 @@ def regions(blob: bytes) -> dict[str, tuple[int, int]]:
     return out
 
 
-def positions(span: tuple[int, int], seed: int) -> list[int]:
-    """First, middle, last and two seeded random bytes of a class."""
+def positions(span: tuple[int, int], seed: int, n_random: int = 2) -> list[int]:
+    """First, middle, last and ``n_random`` seeded random bytes of a class."""
     a, b = span
     rng = np.random.default_rng(seed)
-    return sorted({a, (a + b) // 2, b - 1, *rng.integers(a, b, 2).tolist()})
+    return sorted({a, (a + b) // 2, b - 1, *rng.integers(a, b, n_random).tolist()})
 
 
-def mutants(blob: bytes, *, exhaustive: bool = False):
+def mutants(blob: bytes, *, exhaustive: bool = False, masks=MASKS, n_random: int = 2):
     """``(label, bytes)`` of single-byte corruptions and truncations of ``blob``."""
     spans = regions(blob)
     if exhaustive:
@@ -78,8 +77,7 @@ def mutants(blob: bytes, *, exhaustive: bool = False):
         masks = (0xFF,)
     else:
         picks = [(p, name) for k, (name, span) in enumerate(spans.items())
-                 for p in positions(span, k)]  # fmt: skip
-        masks = MASKS
+                 for p in positions(span, k, n_random)]  # fmt: skip
     for p, name in picks:
         for mask in masks:
             raw = bytearray(blob)
@@ -104,12 +102,26 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def saved(data):
+def cli_model(data, tmp_path_factory):
+    """``(folder, bytes)`` of a model file written by ``jaxrank fit`` (the module's one fit)."""
     X, y = data
-    model = jaxrank.fit_rankrc(X, y, [1e-1, 1e-2, 1e-3], dtype=np.float64)
-    buf = stdio.BytesIO()
-    model_io.save(model, buf)
-    return buf.getvalue(), np.asarray(model.decision_function(X))
+    tmp = tmp_path_factory.mktemp("fuzz")
+    np.savez(tmp / "data.npz", X=X, y=y)
+    path = tmp / "model.npz"
+    with contextlib.redirect_stdout(stdio.StringIO()):
+        code = cli.main(["fit", tmp / "data.npz", "--lam", "2^-4", "--dtype", "float64", "-q",
+                         "-o", path])  # fmt: skip
+    assert code == 0
+    return tmp, path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def saved(cli_model, data):
+    """``(bytes, scores)`` of the jaxrank.io file inside the CLI model file (no second fit)."""
+    with np.load(stdio.BytesIO(cli_model[1]), allow_pickle=False) as z:
+        blob = z["model"].tobytes()
+    model = model_io.load(stdio.BytesIO(blob))
+    return blob, np.asarray(model.decision_function(data[0]))
 
 
 def outcomes_io(blob: bytes, X, want: np.ndarray, *, exhaustive: bool = False) -> Counter:
@@ -156,19 +168,6 @@ def test_every_byte_of_a_model_file_is_identical_or_refused(saved, data):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cli_model(data, tmp_path_factory):
-    X, y = data
-    tmp = tmp_path_factory.mktemp("fuzz")
-    np.savez(tmp / "data.npz", X=X, y=y)
-    path = tmp / "model.npz"
-    with contextlib.redirect_stdout(stdio.StringIO()):
-        code = cli.main(["fit", tmp / "data.npz", "--lam", "2^-4", "--dtype", "float64", "-q",
-                         "-o", path])  # fmt: skip
-    assert code == 0
-    return tmp, path.read_bytes()
-
-
 def _predict(tmp, raw: bytes, capsys):
     (tmp / "bad.npz").write_bytes(raw)
     code = cli.main(["predict", tmp / "bad.npz", tmp / "data.npz", "-q"])
@@ -176,25 +175,67 @@ def _predict(tmp, raw: bytes, capsys):
     return code, out, err
 
 
-def test_cli_model_file_every_byte_class(cli_model, capsys):
-    tmp, blob = cli_model
-    code, want, _ = _predict(tmp, blob, capsys)
-    assert code == 0 and want.count("\n") == 40
-    ref = cli.load_model_file(tmp / "bad.npz")
+def _cli_outcomes(tmp, blob, X, items, capsys=None) -> tuple[Counter, list[str]]:
+    """Each ``(label, bytes)`` through :func:`cli.load_model_file` (or ``jaxrank predict`` when
+    ``capsys`` is given): identical scores, or ValueError / exit 2 with one line naming it."""
+    (tmp / "good.npz").write_bytes(blob)
+    ref = cli.load_model_file(tmp / "good.npz")
+    want = np.asarray(ref.model.decision_function((X - ref.mean) / ref.scale))
+    if capsys is not None:
+        code, want_out, _ = _predict(tmp, blob, capsys)
+        assert code == 0 and want_out.count("\n") == X.shape[0]
     counts: Counter = Counter()
     bad = []
-    for label, raw in mutants(blob):
-        code, out, err = _predict(tmp, raw, capsys)
-        if code == 0 and out == want and err == "":
+    for label, raw in items:
+        if capsys is not None:
+            code, out, err = _predict(tmp, raw, capsys)
+            if code == 0 and out == want_out and err == "":
+                counts["identical"] += 1
+            elif code == 2 and out == "" and err.count("\n") == 1 and "bad.npz" in err:
+                assert err.startswith("jaxrank: error: ") and "internal error" not in err, err
+                counts["exit 2"] += 1
+            else:
+                bad.append(f"{label}: exit {code}, stderr {err!r}")
+            continue
+        (tmp / "bad.npz").write_bytes(raw)
+        try:
+            mf = cli.load_model_file(tmp / "bad.npz")
+        except ValueError as err:
+            assert "bad.npz" in str(err), err
+            counts["ValueError"] += 1
+            continue
+        except Exception as err:  # the failure this test exists to catch
+            bad.append(f"{label}: {type(err).__name__}: {err}")
+            continue
+        got = np.asarray(mf.model.decision_function((X - mf.mean) / mf.scale))
+        same = (mf.classes, mf.positive_label) == (ref.classes, ref.positive_label)
+        if np.array_equal(got, want) and same:
             counts["identical"] += 1
-            mf = cli.load_model_file(tmp / "bad.npz")  # Python sees the same file as the CLI
-            assert np.array_equal(mf.model.coef, ref.model.coef), label
-        elif code == 2 and out == "" and err.count("\n") == 1 and "bad.npz" in err:
-            assert err.startswith("jaxrank: error: ") and "internal error" not in err, err
-            counts["exit 2"] += 1
-            with pytest.raises(ValueError):
-                cli.load_model_file(tmp / "bad.npz")
         else:
-            bad.append(f"{label}: exit {code}, stderr {err!r}")
+            bad.append(f"{label}: loaded with different scores or labels")
+    return counts, bad
+
+
+def test_cli_model_file_every_byte_class(cli_model, data, capsys):
+    tmp, blob = cli_model
+    # Python: every class at five positions, two masks, and the truncations
+    counts, bad = _cli_outcomes(tmp, blob, data[0], mutants(blob, masks=(0x01, 0xFF)))
+    assert not bad, bad[:10]
+    assert counts["ValueError"] > counts["identical"] > 0, counts
+    # the command line: a whole `jaxrank predict` per file (~30 ms), so the middle byte of each
+    # class with one mask, and the truncations at each class boundary
+    spans = regions(blob)
+    items = [(f"{name} byte {p}", blob[:p] + bytes([blob[p] ^ 0xFF]) + blob[p + 1 :])
+             for name, (a, b) in spans.items() for p in [(a + b) // 2]]  # fmt: skip
+    items += [(f"truncated to {a}", blob[:a]) for a, _ in spans.values()]
+    counts, bad = _cli_outcomes(tmp, blob, data[0], items, capsys)
     assert not bad, bad[:10]
     assert counts["exit 2"] > counts["identical"] > 0, counts
+
+
+@pytest.mark.slow  # every byte of a ~9 kB CLI model file through load_model_file (~60 s)
+def test_cli_model_file_every_byte_python(cli_model, data):
+    tmp, blob = cli_model
+    counts, bad = _cli_outcomes(tmp, blob, data[0], mutants(blob, exhaustive=True))
+    assert not bad, bad[:10]
+    print(f"\n{len(blob)} bytes: {dict(counts)}")
