@@ -713,3 +713,6 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
                 f"{self.classes_.tolist()!r}."
             )
         return float(mauc(index, scores))
+
+
+from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV  # noqa: E402
