@@ -33,7 +33,7 @@ def data():
 
 
 def _est(**kw):
-    from jaxrank._sklearn_cv import RankRCClassifierCV
+    from jaxrank.sklearn import RankRCClassifierCV
 
     opts = dict(lams=LAMS, sigma2_factors=FACTORS, cv=CV, min_basis=MIN_BASIS, random_state=0)
     return RankRCClassifierCV(**{**opts, **kw})
