@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import os
 import warnings
 from typing import NamedTuple
@@ -423,21 +424,31 @@ def read_npz(path, *, target="y", require_target: bool = True) -> Table:
       [1, -1]
     """
     path = _check_file(path)
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic == b"\x93NUMPY":
+        raise ValueError(f"{path} holds a single array, not an .npz archive with X and y.")
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise ValueError(f"{path} is not a readable .npz archive ({err}).") from None
+    except Exception as err:  # BadZipFile, a damaged directory, text: all "not readable"
+        raise ValueError(f"{path} is not a readable .npz archive ({_brief(err)}).") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path} holds a single array, not an .npz archive with X and y.")
+        raise ValueError(f"{path} is not a readable .npz archive.")
     with archive:
         names = list(archive.files)
         if "X" not in names:
             raise ValueError(f"{path} has no array 'X' (arrays: {', '.join(names) or 'none'}).")
         try:
+            _check_npz_member(archive.zip, "X")
             X = archive["X"]
-            y = archive[target] if target in names else None
+            y = None
+            if target in names:
+                _check_npz_member(archive.zip, target)
+                y = archive[target]
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
+        except Exception as err:  # a CRC mismatch, a damaged member: the file is damaged
+            raise ValueError(f"{path} is damaged ({_brief(err)}).") from None
     if y is None and require_target:
         raise ValueError(
             f"{path} has no label array {target!r} (arrays: {', '.join(names)}); name it with "
@@ -463,6 +474,39 @@ def read_npz(path, *, target="y", require_target: bool = True) -> Table:
             )
     return Table(X=X, y=y, feature_names=None, target=target if y is not None else None,
                  format="npz")  # fmt: skip
+
+
+def _brief(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or "no detail"
+    return f"{type(err).__name__}: {text[:200]}"
+
+
+def _check_npz_member(zf, name: str) -> None:
+    """Refuse member ``name`` whose ``.npy`` header disagrees with its size in the zip directory.
+
+    Only the header is inflated (a few hundred bytes): a header claiming ``(100000000000,)``
+    floats is refused here instead of failing with MemoryError when the array is allocated.
+    Data files may be compressed (``numpy.savez_compressed``); their declared size is the
+    user's data and is not bounded.
+    """
+    info = zf.getinfo(f"{name}.npy")
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"array {name!r} has an unsupported .npy version {version}.")
+        offset = f.tell()
+    if dtype.hasobject:
+        raise ValueError(f"array {name!r} holds Python objects (dtype object); save numbers.")
+    need = math.prod(shape) * dtype.itemsize
+    if info.file_size - offset != need:
+        raise ValueError(
+            f"array {name!r} is damaged: its header says {shape} of {dtype}, {need} bytes, the "
+            f"archive holds {info.file_size - offset}."
+        )
 
 
 def read_table(

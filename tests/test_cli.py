@@ -815,3 +815,32 @@ def test_labels_shown_plainly_and_object_labels_judged_as_numbers(capsys, tmp_pa
         np.testing.assert_array_equal(check_binary_labels(labels), y > 0)
     with pytest.raises(ValueError, match=r"3 distinct values \(-1, 0, 1\)"):
         check_binary_labels(np.array([-1, 0, 1] * 3, dtype=object))
+
+
+def test_damaged_data_npz_is_exit_2(files, capsys, tmp_path):
+    """Data files are untrusted too: every corruption and truncation is one line, exit 2."""
+    raw = (files["dir"] / "train.npz").read_bytes()
+    rng = np.random.default_rng(0)
+    bad = tmp_path / "bad.npz"
+    codes = []
+    for p in rng.integers(0, len(raw), 40).tolist() + [None] * 8:
+        cut = raw[: int(rng.integers(0, len(raw)))]
+        bad.write_bytes(cut if p is None else raw[:p] + bytes([raw[p] ^ 0xFF]) + raw[p + 1 :])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+            code = cli.main(["fit", bad, "--lam", "1", "-o", tmp_path / "m.npz", "-q"])
+        err = capsys.readouterr().err
+        assert code in (0, 2) and "internal error" not in err, err
+        assert code == 0 or (err.count("\n") == 1 and "bad.npz" in err), err
+        codes.append(code)
+    assert codes.count(2) > 30
+    # a header claiming 10^11 floats: refused from the header, not a MemoryError
+    header = b"{'descr': '<f8', 'fortran_order': False, 'shape': (100000000000, 5), }"
+    npy = b"\x93NUMPY\x01\x00" + len(header.ljust(117) + b"\n").to_bytes(2, "little")
+    npy += header.ljust(117) + b"\n" + bytes(40)
+    import zipfile
+
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("X.npy", npy)
+    err = _error(["fit", bad, "--lam", "1", "-o", tmp_path / "m.npz"], capsys)
+    assert "header says (100000000000, 5)" in err and "the archive holds 40" in err, err
