@@ -291,7 +291,7 @@ def _rare_class(y, positive: str | None, where: str) -> tuple[np.ndarray, str, t
     else:
         key = str(_label_keys(np.array([positive]))[0])
         if key not in classes:
-            shown = ", ".join(repr(c) for c in classes[:6])
+            shown = ", ".join(map(repr, classes[:6].tolist()))  # '-1', not np.str_('-1')
             raise ValueError(f"--positive {positive!r} is not a label of {where} ({shown}).")
         if classes.size > 2:
             raise ValueError(

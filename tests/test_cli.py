@@ -810,6 +810,9 @@ def test_labels_shown_plainly_and_object_labels_judged_as_numbers(capsys, tmp_pa
     err = _error(["fit", tmp_path / "one.csv", "--target", "label", "--lam", "1", "-o",
                   tmp_path / "m.npz"], capsys)  # fmt: skip
     assert "one class only ('-1')" in err and "np.str_" not in err, err
+    err = _error(["fit", files["dir"] / "train.csv", "--target", "label", "--positive", "maybe",
+                  "--lam", "1", "-o", tmp_path / "m.npz"], capsys)  # fmt: skip
+    assert "is not a label of the target column 'label' ('-1', '1')" in err, err
     y = files["y"]
     for labels in (y.astype(object), np.where(y > 0, 1, 0).astype(object)):
         np.testing.assert_array_equal(check_binary_labels(labels), y > 0)
