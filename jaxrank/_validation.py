@@ -6,6 +6,7 @@ gets a ``ValueError`` naming the problem instead of a silent NaN or a wrong mode
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Sequence
@@ -20,8 +21,10 @@ __all__ = [
     "check_cast",
     "check_key",
     "check_lam",
+    "check_lam_dtype",
     "check_positive",
     "label_vector",
+    "lam_range",
 ]
 
 # ml_dtypes' low-precision types (bfloat16, float8_*, ...; what np.asarray gives for such JAX
@@ -184,6 +187,45 @@ def check_lam(lam: float | Sequence[float] | np.ndarray) -> tuple[np.ndarray, bo
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"lam must be finite and > 0, got {arr.tolist()}.")
     return arr, scalar
+
+
+def lam_range(dtype) -> tuple[float, float]:
+    """``(lo, hi)``: the λ a fit in ``dtype`` can solve, ``lo = tiny``, ``hi = 1/√tiny``.
+
+    ``tiny`` is the dtype's smallest normal number (1.18e-38 in float32, 2.2e-308 in float64).
+    Below it λ is subnormal or rounds to 0 (1e-300 in float32 would fit with no penalty at all).
+    Above ``1/√tiny`` (9.2e18 in float32, 6.7e153 in float64) the optimum ``β ≈ −K_RR⁻¹∇L(0)/λ``
+    has entries ``~1/λ`` whose squares in ``½ λ βᵀ K_RR β`` underflow: the objective loses its
+    regulariser and the solve its footing (float32, λ = 1e39 is even ``inf``: NONFINITE).
+    """
+    info = np.finfo(np.dtype(dtype))
+    tiny = float(info.tiny)
+    return tiny, 1.0 / math.sqrt(tiny)
+
+
+def check_lam_dtype(lams: np.ndarray, dtype) -> None:
+    """Refuse λ outside :func:`lam_range` of the fit's ``dtype`` (``lams`` from :func:`check_lam`).
+
+    Example:
+      >>> check_lam_dtype(np.array([1e39]), np.float32)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ...
+      ValueError: lam = 1e+39 is outside the range a float32 fit can solve, 1.18e-38 to 9.22e+18 ...
+    """
+    dt = np.dtype(dtype)
+    lo, hi = lam_range(dt)
+    bad = lams[(lams < lo) | (lams > hi)]
+    if bad.size:
+        hint = (
+            f"pass dtype=np.float64 for λ up to {lam_range(np.float64)[1]:.2g}, or rescale λ"
+            if dt.itemsize < 8
+            else "rescale λ"
+        )
+        raise ValueError(
+            f"lam = {bad[0]:.4g} is outside the range a {dt.name} fit can solve, {lo:.3g} to "
+            f"{hi:.3g} (below: λ is not a normal {dt.name}; above: β ~ 1/λ and the squares in "
+            f"½λβᵀK_RRβ underflow); {hint}."
+        )
 
 
 class PrecisionWarning(UserWarning):

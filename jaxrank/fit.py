@@ -48,7 +48,14 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_cast, check_lam, check_positive, check_X, check_X_y
+from jaxrank._validation import (
+    check_cast,
+    check_lam,
+    check_lam_dtype,
+    check_positive,
+    check_X,
+    check_X_y,
+)
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import PiecewiseQuadratic, get_loss
 from jaxrank.solver import SolverInfo, Status, trust_ncg, trust_ncg_grid
@@ -737,6 +744,7 @@ def fit_rows(
         rows over the devices of ``mesh[axis]`` (data-parallel fit); ``None``: one device.
     """
     dt = np.dtype(dtype)
+    check_lam_dtype(lams, dt)  # before any allocation: λ this dtype cannot solve
     lossfn = get_loss(loss, eps)
     nb = idx.size
     m, d = X.shape
@@ -861,11 +869,10 @@ def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget)
 
 
 def _warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:
+    # Every status but CONVERGED warns: reaching the dtype's gradient floor is CONVERGED
+    # (jaxrank.solver, "Stopping and rounding"), so PRECISION is a stall above it.
     status = np.asarray(info.status)
-    gnorm = np.asarray(info.grad_norm)
-    # PRECISION near tol or the dtype's gradient floor is a float32 fit done, not a failure.
-    near = (status == Status.PRECISION) & (gnorm <= 10 * max(tol, floor))
-    bad = np.flatnonzero((status != Status.CONVERGED) & ~near)
+    bad = np.flatnonzero(status != Status.CONVERGED)
     if bad.size == 0:
         return
     parts = []
@@ -877,12 +884,13 @@ def _warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -
         )
     more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
     warnings.warn(
-        "solver stopped before the gradient tolerance for "
-        f"{bad.size} of {status.size} λ value(s): "
+        f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
+        f"dtype's gradient floor) for {bad.size} of {status.size} λ value(s): "
         + "; ".join(parts)
         + more
-        + ". PRECISION means the objective cannot decrease measurably in this dtype; "
-        "MAX_ITER: raise max_iter; NONFINITE: check the data and λ.",
+        + ". PRECISION means neither the objective nor the gradient decreases measurably in "
+        "this dtype (try dtype=float64); MAX_ITER: raise max_iter; NONFINITE: check the data "
+        "and λ.",
         ConvergenceWarning,
         stacklevel=3,
     )

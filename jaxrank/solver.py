@@ -20,6 +20,39 @@ accepted when the ratio of actual to predicted reduction exceeds ``eta``; the ra
 standard rules (N&W Alg. 4.1). The first step is an unconstrained truncated-Newton step whose
 length then sets the initial radius.
 
+Stopping and rounding. The solver stops CONVERGED when
+
+    ||∇F(x)||_∞ ≤ max(tol, floor),
+
+where ``floor`` is the caller's bound on the rounding error of the computed gradient. For the
+ranking objectives of :mod:`jaxrank.fit` (and l1, greedy, push, multi-level)
+
+    floor = eps_dtype · (√b + √(m_pad / b)) · max(k_max, 1),
+
+eps_dtype the machine epsilon, ``b`` the row block of the two-level product ``g @ K``, m_pad the
+padded rows and k_max the largest kernel value: the data gradient ``Kᵀ g_f / (m+ m−)`` is a sum of
+m terms each at most ``k_max/m±`` in size (|ℓ'| ≤ 1 per pair for the smoothed hinge), summed in
+two levels of √b and √(m/b) terms; at the optimum the regulariser's ``λ K_RR β`` cancels it
+term for term, so both parts, and their rounding, are of that scale for every λ (measured: the
+largest ``λ (|K_RR| |β|)_r`` stays below 1.3 k_max over λ = 2⁻²⁰ … 2¹⁰ and 1e-12 … 1e6). In
+float64 the floor is ~1e-14 and ``tol`` decides; in float32 it is 1.6e-6 at m = 2000 and
+4.3e-6 at m = 10⁵, where ``tol = 1e-6`` is below what the dtype resolves. CONVERGED is therefore
+a claim about the exact gradient at the returned x: ``||∇F(x)||_∞ ≤ max(tol, floor) + floor``
+(the computed norm plus its rounding), checked against a float64 pair-loop recomputation in
+``tests/test_status_truth.py``. A degenerate iterate (x = 0, every score tied) is CONVERGED only
+under that same certificate — e.g. when every row is equal, ∇F(0) = 0 — never because a step
+failed.
+
+The objective value is a mean over m+·m− pair terms computed through prefix sums of scores and
+their squares; its rounding error, measured up to ~100 eps·|F| in float32 (m = 2000), makes
+differences of F below ``√eps·|F|`` noise. Where the model predicts a decrease that small the
+ratio test is replaced by the gradient: a step that lowers ``||g||_∞`` without raising F beyond
+that noise is accepted. PRECISION means that no step helps any more: the model's own minimiser
+(an interior step) predicts a decrease within F's noise and lowers neither F nor ``||g||_∞``, or
+the step leaves x unchanged in this dtype — and that stayed so without the preconditioner: the
+first such stall drops ``M`` (whose inverse, far from the data's scale, can turn rounding into
+steps that change no score) and the solve continues unpreconditioned.
+
 Everything is a ``lax.while_loop`` over a NamedTuple state; errors are status codes, never
 exceptions, so the loop vmaps over a batch of problems (a λ grid) and jit-compiles once.
 """
@@ -41,12 +74,13 @@ class Status(enum.IntEnum):
     """Termination status of :func:`trust_ncg` (stored as int32 in :class:`SolverInfo`)."""
 
     RUNNING = -1
-    #: ``||grad||_∞ ≤ tol``.
+    #: ``||grad||_∞ ≤ max(tol, floor)``: the tolerance, or the gradient's rounding floor in this
+    #: dtype where that is larger (module notes).
     CONVERGED = 0
     #: ``max_iter`` outer iterations without convergence.
     MAX_ITER = 1
-    #: the model predicts a decrease below the objective's rounding error: no further progress
-    #: is measurable in this dtype (typical for float32 with a tight ``tol``).
+    #: stalled above the tolerance: no step, preconditioned or not, lowers the objective or the
+    #: gradient measurably in this dtype (module notes). Always warned about by the fitters.
     PRECISION = 2
     #: the objective or gradient became NaN or infinite.
     NONFINITE = 3
@@ -79,11 +113,13 @@ class _State(NamedTuple):
     iterations: jax.Array
     cg_iterations: jax.Array
     status: jax.Array
+    plain: jax.Array  # True once the preconditioner was dropped (see _step)
 
 
 class _CG(NamedTuple):
     z: jax.Array  # current step
     hz: jax.Array  # H z, kept for the predicted reduction
+    q: jax.Array  # model value gᵀz + ½ zᵀHz of the current step
     r: jax.Array  # residual H z + g
     y: jax.Array  # M⁻¹ r
     d: jax.Array  # search direction
@@ -106,6 +142,14 @@ def _steihaug(hvp_fn, precond, g, radius, max_cg, active=True):
 
     ``active = False`` takes no CG step: under ``jax.vmap`` a finished member of a batch still
     runs the loop body, and its CG steps would hold the whole batch's inner loop.
+
+    In exact arithmetic every CG step lowers the model ``q(z) = gᵀz + ½ zᵀHz``. In float32, with
+    a preconditioner whose eigenvalues span many decades (the spectral one at λ = 1e-12: ``λ +
+    cΛ`` down to ~1e-16), the recurrences lose that property and 25 steps could end at a ``z``
+    with ``q(z) > 0`` (measured: RankSVM, m = 60, λ = 1e-12, ``q = +7e-3`` from ``q = 0``).
+    So ``q`` is evaluated at each step (two dot products) and CG stops at the first step that
+    raises it, keeping the previous ``z``: the first step, the Cauchy point along ``−M⁻¹g`` (or
+    its boundary crossing), always lowers ``q`` when it has positive curvature.
     """
     dt = g.dtype
     gnorm = jnp.linalg.norm(g)
@@ -114,7 +158,7 @@ def _steihaug(hvp_fn, precond, g, radius, max_cg, active=True):
     ry0 = jnp.vdot(g, y0)
     zero = jnp.zeros_like(g)
     init = _CG(
-        z=zero, hz=zero, r=g, y=y0, d=-y0, ry=ry0, zmz=jnp.zeros((), dt),
+        z=zero, hz=zero, q=jnp.zeros((), dt), r=g, y=y0, d=-y0, ry=ry0, zmz=jnp.zeros((), dt),
         zmd=jnp.zeros((), dt), dmd=ry0, j=jnp.zeros((), jnp.int32), done=(gnorm <= tol) | ~active,
     )  # fmt: skip
     bounded = jnp.isfinite(radius)
@@ -142,7 +186,12 @@ def _steihaug(hvp_fn, precond, g, radius, max_cg, active=True):
         zmd = beta * (s.zmd + alpha * s.dmd)
         dmd = ry + beta * beta * s.dmd
         small = jnp.linalg.norm(r) <= tol
-        return _CG(z, hz, r, y, d, ry, zmz_new, zmd, dmd, s.j + 1, leave | small)
+        q = jnp.vdot(g, z) + 0.5 * jnp.vdot(z, hz)
+        # a step that raises the model is rounding, not progress: keep the previous one
+        worse = ~(q <= s.q)
+        new = _CG(z, hz, q, r, y, d, ry, zmz_new, zmd, dmd, s.j + 1, leave | small | worse)
+        old = s._replace(j=s.j + 1, done=jnp.asarray(True))
+        return jax.tree.map(lambda a, b: jnp.where(worse, b, a), new, old)
 
     def cond(s: _CG):
         return (~s.done) & (s.j < max_cg)
@@ -169,9 +218,9 @@ def trust_ncg(
       fun: ``x -> (value, grad, lin)``.
       hvp: ``(lin, v) -> H v`` at the point where ``lin`` was computed.
       x0: starting point (a 1-D array; warm starts pass the previous solution).
-      tol: stop when ``||grad||_∞ ≤ tol`` (dynamic: changing it does not recompile).
+      tol: stop when ``||grad||_∞ ≤ max(tol, floor)`` (dynamic: changing it does not recompile).
       floor: the gradient's own rounding error (e.g. ``eps·√m`` for a float32 sum over m
-        rows); reaching it stops with status ``PRECISION``: below it the gradient is noise.
+        rows; module notes): below it the gradient is noise, so reaching it is CONVERGED.
       max_iter: cap on outer iterations (static).
       max_cg: cap on CG iterations per outer iteration (static; the paper uses 25).
       precond: ``(lin, r) -> M⁻¹ r`` for a symmetric positive definite ``M`` that may depend on
@@ -299,18 +348,19 @@ def _info(st: _State) -> SolverInfo:
 
 def status_code(finite, residual, stalled, it, *, tol, floor, max_iter) -> jax.Array:
     """The :class:`Status` of an iterate, first match: NONFINITE (``~finite``), CONVERGED
-    (``residual ≤ tol``), PRECISION (``stalled`` or ``residual ≤ floor``), MAX_ITER
-    (``it ≥ max_iter``), else RUNNING; int32 (shared with the other solvers of jaxrank)."""
+    (``residual ≤ max(tol, floor)``: the tolerance, or the residual's own rounding error where
+    that is larger), PRECISION (``stalled``), MAX_ITER (``it ≥ max_iter``), else RUNNING; int32
+    (shared with the other solvers of jaxrank: :func:`jaxrank.l1.fista_l1`)."""
     return jnp.select(
-        [~finite, residual <= tol, stalled | (residual <= floor), it >= max_iter],
+        [~finite, residual <= jnp.maximum(tol, floor), stalled, it >= max_iter],
         [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
         Status.RUNNING,
     ).astype(jnp.int32)
 
 
-def _status(value, grad, pred_tiny, it, *, tol, floor, max_iter):
+def _status(value, grad, stalled, it, *, tol, floor, max_iter):
     finite = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
-    return status_code(finite, jnp.max(jnp.abs(grad)), pred_tiny, it, tol=tol, floor=floor,
+    return status_code(finite, jnp.max(jnp.abs(grad)), stalled, it, tol=tol, floor=floor,
                        max_iter=max_iter)  # fmt: skip
 
 
@@ -322,7 +372,7 @@ def _init(fun, x0, *, tol, floor, max_iter) -> _State:
     return _State(
         x=x0, value=value0, grad=grad0, lin=lin0, radius=jnp.asarray(jnp.inf, dt),
         iterations=jnp.zeros((), jnp.int32), cg_iterations=jnp.zeros((), jnp.int32),
-        status=status,
+        status=status, plain=jnp.asarray(False),
     )  # fmt: skip
 
 
@@ -332,10 +382,9 @@ def _step(fun, hvp, precond, st: _State, *, tol, floor, max_iter, max_cg, eta) -
     dt = st.x.dtype
     tol = jnp.asarray(tol, dt)
     floor = jnp.asarray(floor, dt)
-    rounding = jnp.asarray(8 * jnp.finfo(dt).eps, dt)
     s, hs, smz, ncg = _steihaug(
         lambda v: hvp(st.lin, v),
-        lambda r: precond(st.lin, r),
+        lambda r: jnp.where(st.plain, r, precond(st.lin, r)),
         st.grad,
         st.radius,
         max_cg,
@@ -347,13 +396,16 @@ def _step(fun, hvp, precond, st: _State, *, tol, floor, max_iter, max_cg, eta) -
     actual = st.value - value_new
     ratio = actual / jnp.where(pred > 0, pred, 1)
     ok = jnp.isfinite(value_new) & jnp.all(jnp.isfinite(grad_new)) & (pred > 0)
-    # Below the objective's rounding error the ratio is noise: there, a step that reduces
-    # the gradient norm is accepted (float32 fits then still reach a small gradient).
-    noisy = pred <= rounding * jnp.abs(st.value)
+    # Differences of F below its rounding error are noise (module notes, "Rounding"): there
+    # the gradient decides — a step that lowers ||g||_∞ without raising F beyond the noise is
+    # accepted, so float32 fits still reach the gradient floor.
+    noise = _value_noise(dt) * jnp.abs(st.value)
+    noisy = (pred > 0) & (pred <= noise)
     gdrop = jnp.max(jnp.abs(grad_new)) < jnp.max(jnp.abs(st.grad))
-    ratio = jnp.where(noisy & gdrop, 1, ratio)
+    ratio = jnp.where(noisy & gdrop & (actual >= -noise), 1, ratio)
     accept = ok & (ratio > eta)
     snorm = jnp.sqrt(jnp.maximum(smz, 0))
+    interior = jnp.isinf(st.radius) | (snorm < 0.99 * st.radius)
     radius = jnp.where(jnp.isinf(st.radius), snorm, st.radius)
     radius = jnp.where(
         ~ok | (ratio < 0.25),
@@ -365,9 +417,27 @@ def _step(fun, hvp, precond, st: _State, *, tol, floor, max_iter, max_cg, eta) -
         (x_new, value_new, grad_new, lin_new), (st.x, st.value, st.grad, st.lin)
     )
     it = st.iterations + 1
-    pred_tiny = noisy & ~accept
+    # PRECISION only where no step can help: the model's own minimiser (an interior step, not
+    # one cut short by the radius) predicts a decrease below F's noise and lowers neither F
+    # nor ||g||_∞, or the step does not change x at all in this dtype. A rejected step on the
+    # boundary only shrinks the radius (a smaller step may still be measurable).
+    moved = jnp.any(x_new != st.x)
+    stalled = ~accept & ((noisy & interior) | ~moved)
+    # A stall with the preconditioner is first blamed on it: far from the data's scale (the
+    # spectral M at λ = 1e-12 has eigenvalues down to ~1e-16) M⁻¹ turns float32 rounding
+    # into steps of size 10² that change no score. The solve goes on unpreconditioned, with a
+    # fresh (unbounded) first step since the old radius was measured in the M-norm.
+    retry = stalled & ~st.plain
+    radius = jnp.where(retry, jnp.inf, radius)
     return _State(
         x=x, value=value, grad=grad, lin=lin, radius=radius, iterations=it,
         cg_iterations=st.cg_iterations + ncg,
-        status=_status(value, grad, pred_tiny, it, tol=tol, floor=floor, max_iter=max_iter),
+        status=_status(value, grad, stalled & st.plain, it, tol=tol, floor=floor,
+                       max_iter=max_iter),
+        plain=st.plain | stalled,
     )  # fmt: skip
+
+
+def _value_noise(dt) -> float:
+    """Relative rounding level of the objective value below which differences are noise."""
+    return float(jnp.finfo(dt).eps) ** 0.5
