@@ -13,12 +13,17 @@ A model file is an ordinary ``.npz`` (zip) archive of ``.npy`` arrays, readable 
 - ``__sha256__``: the SHA-256 (hex) of a canonical byte serialisation of the metadata and of
   every array (name, dtype, shape, little-endian bytes; see :func:`checksum`).
 
-:func:`load` refuses, with a ``ValueError`` naming the problem, a file that is not a zip
-archive, a truncated archive, a member failing its zip CRC-32, missing or unexpected arrays,
-an array whose dtype or shape differs from the manifest, a checksum mismatch (an altered array
-or metadata with a consistent zip), an unknown format version, model type or kernel class, and
-a field a model type needs but the file lacks. Nothing in the file is ever unpickled or
-imported by name: model types and kernels are looked up in registries.
+:func:`load` treats the file as untrusted input and refuses, with a ``ValueError`` naming the
+file and the problem, a file that is not a zip archive, a truncated archive, a compressed or
+encrypted member (nothing is ever inflated: a zip bomb is refused from the zip directory), a
+member larger than its manifest entry allows or a metadata record over :data:`META_MAX_BYTES`,
+an ``.npy`` header whose dtype or shape differs from the manifest (checked before the data is
+read), a member failing its zip CRC-32, missing or unexpected arrays, a checksum mismatch (an
+altered array or metadata with a consistent zip), a format version other than
+:data:`FORMAT_VERSION`, an unknown model type or kernel class, a field a model type needs but
+the file lacks, and field values no fitter would produce (:func:`check_fitted_fields`): the
+checksum proves integrity, not authorship. Nothing in the file is ever unpickled or imported
+by name: model types and kernels are looked up in registries.
 
 Other model types join through :func:`register_model` with two functions: ``to_arrays(model)``
 gives a flat ``{name: value}`` dict of the model's fields and ``from_arrays(fields)`` rebuilds
@@ -318,9 +323,10 @@ def save(model, path) -> None:
     """Write ``model`` to ``path`` as a checksummed ``.npz`` file (format in the module notes).
 
     The file is written to a temporary file in the same folder and moved into place, so an
-    interrupted save never leaves a half-written model under ``path``. ``path`` is used as given
-    (no ``.npz`` suffix is added); a binary file object is written to directly. The same model
-    always gives the same bytes.
+    interrupted save never leaves a half-written model under ``path``; its mode follows the
+    umask (:func:`write_atomic`). ``path`` is used as given (no ``.npz`` suffix is added); a
+    binary file object is written to directly. The same model always gives the same bytes, its
+    members stored uncompressed (what :func:`load` accepts).
 
     Args:
       model: a model of a registered type (:class:`~jaxrank.RankModel` and any type added by
@@ -329,7 +335,9 @@ def save(model, path) -> None:
 
     Raises:
       TypeError: ``model`` is not of a registered type, or holds a field that cannot be saved.
-      ValueError: a field has an unsupported dtype or name.
+      ValueError: a field has an unsupported dtype or name; ``path`` is not a regular file.
+      OSError: ``path`` cannot be written (a directory, a missing or read-only folder, a full
+        disk); the message names ``path``.
     """
     found = [(k, c) for k, c in _MODELS.items() if type(model) is c.cls]
     if not found:
