@@ -69,8 +69,11 @@ from jaxrank.solver import SolverInfo
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "META_MAX_BYTES",
+    "check_fitted_fields",
     "checksum",
     "load",
+    "load_bytes",
     "register_kernel",
     "register_model",
     "save",
