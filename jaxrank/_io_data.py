@@ -431,7 +431,7 @@ def read_npz(path, *, target="y", require_target: bool = True) -> Table:
     try:
         archive = np.load(path, allow_pickle=False)
     except Exception as err:  # BadZipFile, a damaged directory, text: all "not readable"
-        raise ValueError(f"{path} is not a readable .npz archive ({_brief(err)}).") from None
+        raise ValueError(f"{path} is not a readable .npz archive ({brief(err)}).") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ValueError(f"{path} is not a readable .npz archive.")
     with archive:
@@ -448,7 +448,7 @@ def read_npz(path, *, target="y", require_target: bool = True) -> Table:
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
         except Exception as err:  # a CRC mismatch, a damaged member: the file is damaged
-            raise ValueError(f"{path} is damaged ({_brief(err)}).") from None
+            raise ValueError(f"{path} is damaged ({brief(err)}).") from None
     if y is None and require_target:
         raise ValueError(
             f"{path} has no label array {target!r} (arrays: {', '.join(names)}); name it with "
@@ -476,7 +476,27 @@ def read_npz(path, *, target="y", require_target: bool = True) -> Table:
                  format="npz")  # fmt: skip
 
 
-def _brief(err: BaseException) -> str:
+def npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """``(shape, fortran_order, dtype, data offset)`` from the start of ``.npy`` bytes.
+
+    Reads the header only (numpy's own parser, literal evaluation, at most 10 000 bytes), so a
+    caller can check the claimed shape against what it expects before any data is read.
+
+    Raises:
+      ValueError: not ``.npy`` bytes, an unsupported version or a malformed header.
+    """
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy version {version}")
+    return shape, fortran, dtype, f.tell()
+
+
+def brief(err: BaseException) -> str:
+    """``Type: message`` of an exception on one line (at most 200 characters of message)."""
     text = " ".join(str(err).split()) or "no detail"
     return f"{type(err).__name__}: {text[:200]}"
 
@@ -491,14 +511,7 @@ def _check_npz_member(zf, name: str) -> None:
     """
     info = zf.getinfo(f"{name}.npy")
     with zf.open(info) as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise ValueError(f"array {name!r} has an unsupported .npy version {version}.")
-        offset = f.tell()
+        shape, _, dtype, offset = npy_header(f)
     if dtype.hasobject:
         raise ValueError(f"array {name!r} holds Python objects (dtype object); save numbers.")
     need = math.prod(shape) * dtype.itemsize

@@ -63,6 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank import kernels as _kernels
+from jaxrank._io_data import brief, npy_header
 from jaxrank.fit import RankModel
 from jaxrank.solver import SolverInfo
 
@@ -462,15 +463,7 @@ _KINDS = frozenset("biufU")
 
 def _npy_header(data: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     """``(shape, fortran_order, dtype, data offset)`` of ``.npy`` bytes (header only)."""
-    f = _stdio.BytesIO(data)
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise ValueError(f"unsupported .npy version {version}")
-    return shape, fortran, dtype, f.tell()
+    return npy_header(_stdio.BytesIO(data))
 
 
 class Archive:
@@ -500,7 +493,7 @@ class Archive:
             infos = self._zf.infolist()
         except Exception as err:  # BadZipFile, struct.error, UnicodeDecodeError, ...: all damage
             raise ValueError(
-                f"{what} is truncated or corrupt: not a readable .npz archive ({_brief(err)})."
+                f"{what} is truncated or corrupt: not a readable .npz archive ({brief(err)})."
             ) from None
         self.members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
@@ -556,7 +549,7 @@ class Archive:
             shape, fortran, dtype, offset = _npy_header(data)
         except Exception as err:  # a CRC mismatch, a damaged header: all damage
             raise ValueError(
-                f"{what} is corrupt: member {member!r} is not a readable array ({_brief(err)})."
+                f"{what} is corrupt: member {member!r} is not a readable array ({brief(err)})."
             ) from None
         if dtype.kind not in _KINDS or dtype.fields is not None or dtype.subdtype is not None:
             raise ValueError(
@@ -575,11 +568,6 @@ class Archive:
             )
         arr = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
         return arr.reshape(shape, order="F" if fortran else "C").copy()
-
-
-def _brief(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or "no detail"
-    return f"{type(err).__name__}: {text[:200]}"
 
 
 def _read(path) -> tuple[bytes, str]:
@@ -668,7 +656,7 @@ def load_bytes(raw: bytes, what: str):
         if not isinstance(meta, dict):
             raise ValueError("not a JSON object")
     except Exception as err:  # JSONDecodeError, UnicodeDecodeError, RecursionError: all damage
-        raise ValueError(f"{what} has corrupt metadata ({_brief(err)}).") from None
+        raise ValueError(f"{what} has corrupt metadata ({brief(err)}).") from None
     if meta.get("format") != FORMAT_NAME:
         raise ValueError(
             f"{what} is not a jaxrank model file: format is {meta.get('format')!r}, "

@@ -724,26 +724,12 @@ def _arrays(path) -> dict:
 
 def _inner(arrays, edit) -> np.ndarray:
     """The embedded jaxrank.io ranker with its metadata edited and a fresh checksum."""
-    import json
-    import zipfile
+    from _modelfiles import members, meta_of, rebuild
 
-    raw = arrays["model"].tobytes()
-    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
-        members = {n[:-4]: np.lib.format.read_array(io.BytesIO(zf.read(n))) for n in zf.namelist()}
-    meta = json.loads(members["__meta__"].tobytes())
+    parts = members(arrays["model"].tobytes())
+    meta = meta_of(parts)
     edit(meta)
-    members["__meta__"] = np.frombuffer(
-        json.dumps(meta, sort_keys=True, separators=(",", ":")).encode(), np.uint8
-    )
-    arrays_only = {k: v for k, v in members.items() if not k.startswith("__")}
-    members["__sha256__"] = np.frombuffer(model_io.checksum(meta, arrays_only).encode(), np.uint8)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, a in members.items():
-            b = io.BytesIO()
-            np.lib.format.write_array(b, a)
-            zf.writestr(name + ".npy", b.getvalue())
-    return np.frombuffer(buf.getvalue(), np.uint8)
+    return np.frombuffer(rebuild(parts, meta, rehash=True), np.uint8)
 
 
 def _sigma2(value):

@@ -12,6 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _modelfiles import members as _members
+from _modelfiles import meta_of as _meta
+from _modelfiles import rebuild as _rebuild
 
 import jaxrank
 from jaxrank import datasets, io, kernels
@@ -123,38 +126,6 @@ def test_method_paths_file_objects_and_deterministic_bytes(models, tmp_path):
 # --------------------------------------------------------------------------------------------
 # damaged files
 # --------------------------------------------------------------------------------------------
-
-
-def _members(blob: bytes) -> dict[str, np.ndarray]:
-    with zipfile.ZipFile(stdio.BytesIO(blob)) as zf:
-        return {
-            n[:-4]: np.lib.format.read_array(stdio.BytesIO(zf.read(n)), allow_pickle=True)
-            for n in zf.namelist()
-        }
-
-
-def _meta(members) -> dict:
-    return json.loads(members["__meta__"].tobytes())
-
-
-def _rebuild(members, meta=None, *, rehash=False) -> bytes:
-    """A zip-valid archive (CRCs right) from edited members; optionally a matching checksum."""
-    members = dict(members)
-    if meta is not None:
-        members["__meta__"] = np.frombuffer(
-            json.dumps(meta, sort_keys=True, separators=(",", ":")).encode(), np.uint8
-        )
-    if rehash:
-        meta = _meta(members)
-        arrays = {k: v for k, v in members.items() if not k.startswith("__")}
-        members["__sha256__"] = np.frombuffer(io.checksum(meta, arrays).encode(), np.uint8)
-    buf = stdio.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, a in members.items():
-            b = stdio.BytesIO()
-            np.lib.format.write_array(b, a, allow_pickle=True)
-            zf.writestr(name + ".npy", b.getvalue())
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
