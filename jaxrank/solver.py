@@ -157,9 +157,10 @@ def _steihaug(hvp_fn, precond, g, radius, max_cg, active=True):
     y0 = precond(g)
     ry0 = jnp.vdot(g, y0)
     zero = jnp.zeros_like(g)
+    done = (gnorm <= tol) | ~jnp.asarray(active)  # a Python bool's ~ is an int
     init = _CG(
         z=zero, hz=zero, q=jnp.zeros((), dt), r=g, y=y0, d=-y0, ry=ry0, zmz=jnp.zeros((), dt),
-        zmd=jnp.zeros((), dt), dmd=ry0, j=jnp.zeros((), jnp.int32), done=(gnorm <= tol) | ~active,
+        zmd=jnp.zeros((), dt), dmd=ry0, j=jnp.zeros((), jnp.int32), done=done,
     )  # fmt: skip
     bounded = jnp.isfinite(radius)
 
