@@ -175,3 +175,21 @@ def test_l1_converged_is_true(data):
 
     assert _check(model, resid, X.shape[0]) >= 1
     _scores_untied(model, X)
+
+
+def test_lambda_range_of_the_dtype(data):
+    """Issue 17 item 3: λ a float32 fit cannot solve is refused naming the range (1e39 was inf:
+    NONFINITE with all-zero scores; 1e-300 rounds to 0); λ inside it, up to the edges, fits."""
+    X, y = data
+    pos = y == 1
+    for lam in (1e39, 1e-300, [1.0, 1e20]):
+        with pytest.raises(ValueError, match=r"outside the range a float32 fit can solve"):
+            jaxrank.fit_rankrc(X, y, lam, dtype=F32)
+    lo, hi = jaxrank._validation.lam_range(F32)
+    edges = np.array([lo * 1.01, 1e-20, 1e10, 1e15, hi * 0.99])  # the shapes of LAMS: no compile
+    model = _fit_quiet(jaxrank.fit_rankrc, X, y, edges, dtype=F32, tol=TOL)
+    assert np.all(np.isfinite(np.asarray(model.decision_function(X))))
+    K, Krr = _blocks(model, X, np.arange(X.shape[0]))
+    grads = lambda j, b: rank_grad_hess(b, K, Krr, pos, edges[j], LOSS)[0]
+    assert _check(model, grads, X.shape[0]) == edges.size
+    _scores_untied(model, X)
