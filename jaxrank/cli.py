@@ -237,14 +237,18 @@ def _fmt_lam(lam: float) -> str:
 
 
 def _check_grid_dtype(grid: np.ndarray, dtype, option: str) -> None:
-    """Every λ must be a normal number of the fit's dtype: 1e-300 is 0 in float32, 1e39 inf."""
-    info = np.finfo(dtype)
-    bad = grid[(grid < info.tiny) | (grid > info.max)]
+    """Every λ must lie in the range a fit in ``dtype`` can solve (:func:`lam_range`): 1e-300 is
+    0 in float32 and 1e39 inf; checked before the data is read, with the command's options."""
+    from jaxrank._validation import lam_range
+
+    lo, hi = lam_range(np.dtype(dtype))
+    bad = grid[(grid < lo) | (grid > hi)]
     if bad.size:
-        hint = " or --dtype float64" if np.dtype(dtype) == np.float32 else ""
+        name = np.dtype(dtype).name
+        hint = " or --dtype float64" if np.dtype(dtype).itemsize < 8 else ""
         raise ValueError(
-            f"{option} {bad[0]:.4g} is outside the range of {np.dtype(dtype).name} "
-            f"({info.tiny:.3g} to {info.max:.3g}): choose λ in that range{hint}."
+            f"{option} {bad[0]:.4g} is outside the range a {name} fit can solve ({lo:.3g} to "
+            f"{hi:.3g}): choose λ in that range{hint}."
         )
 
 

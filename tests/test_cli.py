@@ -648,12 +648,13 @@ def test_warnings_print_as_one_line_and_the_hook_is_restored(capsys, monkeypatch
 @pytest.mark.parametrize(
     ("lam", "dtype"),
     [(["--lam", "1e300"], "float32"), (["--lam", "1e-300"], "float32"),
-     (["--lam-grid", "1", "1e39"], "float32"), (["--lam", "1e-320"], "float64")],
+     (["--lam-grid", "1", "1e39"], "float32"), (["--lam", "1e20"], "float32"),
+     (["--lam", "1e-320"], "float64"), (["--lam", "1e300"], "float64")],
 )  # fmt: skip
 def test_lambda_beyond_the_dtype_refused_before_reading_data(lam, dtype, capsys, tmp_path):
     argv = ["fit", tmp_path / "no-such-data.npz", *lam, "--dtype", dtype, "-o", tmp_path / "m.npz"]
     err = _error(argv, capsys)
-    assert f"outside the range of {dtype}" in err and "no such file" not in err, err
+    assert f"outside the range a {dtype} fit can solve" in err and "no such file" not in err, err
 
 
 def test_lambda_overflow_and_formatting():
