@@ -42,9 +42,14 @@ Usage::
     python bench/keel_wide.py --quick                    # 2 small sets, 1 split (smoke test)
     python bench/keel_wide.py --sets glass2 yeast4 --splits 2
     python bench/keel_wide.py --n-jobs 16 --save         # the full run (resumes from --out)
+    for i in 0 1 2 3; do python bench/keel_wide.py --shard $i/4 --n-jobs 4 \
+        --out bench/out/kw_$i.json & done; wait             # four processes side by side
+    python bench/keel_wide.py --merge bench/out/kw_?.json --save
 
 Writes ``bench/out/keel_wide.json`` (or ``--out``) after every set; a rerun with the same
-``--out`` skips the sets already there (``--fresh`` starts over). ``--save`` copies the JSON and
+``--out`` skips the sets already there (``--fresh`` starts over). ``--shard I/N`` runs every N-th
+set (compilation is mostly single-threaded: shards in parallel use a many-core machine),
+``--merge`` joins partial JSONs. ``--save`` copies the JSON and
 the figure to ``bench/results/``.
 """
 
@@ -371,7 +376,47 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, default=None, help="JSON path (default bench/out/...)")
     p.add_argument("--fresh", action="store_true", help="ignore sets already in --out")
     p.add_argument("--save", action="store_true", help="copy JSON and PNG to bench/results/")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="every N-th set from the I-th (0-based)")  # fmt: skip
+    p.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
+                   help="merge partial results into --out")  # fmt: skip
     return p.parse_args(argv)
+
+
+def _shard(order: list, spec: str | None) -> list:
+    if spec is None:
+        return order
+    try:
+        i, n = (int(v) for v in spec.split("/"))
+    except ValueError:
+        raise SystemExit(f"--shard must be I/N, e.g. 0/4, got {spec!r}") from None
+    if not 0 <= i < n:
+        raise SystemExit(f"--shard {spec}: need 0 <= I < N")
+    return order[i::n]
+
+
+def merge(paths, out: Path, save: bool) -> int:
+    """Merge partial results (same settings) into one, sets in size order; first wins."""
+    import json
+
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    keys = ("quick", "splits", "methods", "seed")
+    for p, part in zip(paths, parts, strict=True):
+        if any(part["settings"][k] != parts[0]["settings"][k] for k in keys):
+            raise SystemExit(f"{p}: settings differ from {paths[0]}; not merged")
+    sets = {}
+    for part in parts:
+        for k, v in part["sets"].items():
+            sets.setdefault(k, v)
+    result = {**parts[0], "sets": dict(sorted(sets.items(), key=lambda kv: (kv[1]["rows"], kv[0])))}
+    done = set(sets)
+    result["skipped"] = sorted({n for p in parts for n in p.get("skipped", [])} - done)
+    result["summary"] = summarise(result["sets"], result["settings"]["methods"])
+    result["seconds"] = float(sum(p.get("seconds", 0.0) for p in parts))
+    result["merged_from"] = [str(p) for p in paths]
+    C.finish(result, out, name=NAME, quick=result["settings"]["quick"], save=save,
+             markdown=markdown, plot=plot)  # fmt: skip
+    return 0
 
 
 def main(argv=None) -> int:
@@ -382,12 +427,15 @@ def main(argv=None) -> int:
     quick = args.quick
     splits = args.splits or (QUICK["splits"] if quick else SPLITS)
     out = args.out or C.OUT_DIR / (f"{NAME}_quick.json" if quick else f"{NAME}.json")
+    if args.merge:
+        return merge(args.merge, out, args.save)
     failed: dict = {}
     if args.sets or quick:
         order = list(args.sets or QUICK["sets"])
     else:
         small, large, failed = set_list(args.max_rows)
         order = small + large
+    order = _shard(order, args.shard)
     settings = {"quick": quick, "splits": splits, "methods": args.methods,
                 "n_jobs": args.n_jobs, "max_rows": args.max_rows, "seed": SEED,
                 "tie_points": TIE}  # fmt: skip
