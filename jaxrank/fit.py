@@ -46,8 +46,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _buckets, pairwise
 from jaxrank import kernels as _kernels
-from jaxrank import pairwise
 from jaxrank._validation import (
     check_cast,
     check_lam,
@@ -129,7 +129,7 @@ class RankModel:
                 f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
             )
         check_cast(X, self.basis.dtype)
-        X = jnp.asarray(X, self.basis.dtype)
+        X = np.asarray(X, self.basis.dtype)  # on the host: padded to a bucket there
         return _kernels.stream_matvec(self.kernel, X, self.basis, self.coef)
 
     def select(self, i: int) -> RankModel:
@@ -155,8 +155,9 @@ class RankModel:
 
 
 def hessian_diagonal(
-    K, Krr, lam, w: pairwise.Windows, loss, n_pos: int, n_neg: int, block: int | None = None
-):
+    K, Krr, lam, w: pairwise.Windows, loss, n_pos, n_neg, block: int | None = None, sizes=None,
+    inv_pairs=None,
+):  # fmt: skip
     """``diag ∇²F(β)`` from a step's windows: the Jacobi preconditioner (seed 000, footnote 2).
 
     With ``k_i`` the rows of ``K_{·R}`` and Q the quadratic-piece pairs (DESIGN §3)::
@@ -169,6 +170,10 @@ def hessian_diagonal(
     positive rows (a small ``(m+ + 1, |R|)`` table); everything else is one pass over ``K`` in
     row blocks (``lax.map``), so no ``(m, |R|)`` temporary is formed. Cost ≈ one product.
 
+    ``sizes``: ``(P, N)`` rows of each class in ``K`` when padded (shape buckets; the counts
+    ``n_pos``, ``n_neg`` may then be traced, ``inv_pairs = 1/(n_pos n_neg)`` given): padded
+    rows have empty windows and weight 0.
+
     Returns:
       ``(|R|,)``, floored at ``λ diag K_RR`` (it is a sum of non-negative terms; the floor only
       absorbs rounding).
@@ -176,13 +181,14 @@ def hessian_diagonal(
     K = K.K if isinstance(K, _kernels.DualBlock) else K
     dt = K.dtype
     nb = K.shape[1]
-    pad = K.shape[0] - n_pos - n_neg
+    P, N = (n_pos, n_neg) if sizes is None else sizes
+    pad = K.shape[0] - P - N
     zeros_i = lambda n: jnp.zeros((n,), jnp.int32)
-    nq_pos = jnp.zeros((n_pos,), jnp.int32).at[w.order].set(w.nq, unique_indices=True)
+    nq_pos = jnp.zeros((P,), jnp.int32).at[w.order].set(w.nq, unique_indices=True)
     weight = jnp.concatenate([nq_pos, w.b - w.a, zeros_i(pad)]).astype(dt)
     # positives and padding rows get the empty window [0, 0)
-    a = jnp.concatenate([zeros_i(n_pos), w.a, zeros_i(pad)])
-    b = jnp.concatenate([zeros_i(n_pos), w.b, zeros_i(pad)])
+    a = jnp.concatenate([zeros_i(P), w.a, zeros_i(pad)])
+    b = jnp.concatenate([zeros_i(P), w.b, zeros_i(pad)])
     P = jnp.concatenate([jnp.zeros((1, nb), dt), jnp.cumsum(K[w.order], axis=0)])
 
     def chunk(args):
@@ -197,7 +203,8 @@ def hessian_diagonal(
          b.reshape(C, block)),
     )  # fmt: skip
     reg = jnp.asarray(lam, dt) * jnp.diag(Krr)
-    data = 2 * jnp.asarray(loss.q, dt) / float(n_pos * n_neg) * jnp.sum(parts, axis=0)
+    scale = _inv_pairs(n_pos, n_neg, dt) if inv_pairs is None else jnp.asarray(inv_pairs, dt)
+    data = 2 * jnp.asarray(loss.q, dt) * scale * jnp.sum(parts, axis=0)
     return reg + jnp.maximum(data, 0)
 
 
@@ -206,10 +213,12 @@ def objective_closures(
     Krr,
     lam,
     loss: PiecewiseQuadratic,
-    n_pos: int,
-    n_neg: int,
+    n_pos,
+    n_neg,
     block: int | None = None,
     jacobi: bool = False,
+    sizes: tuple[int, int] | None = None,
+    inv_pairs=None,
 ):
     """``(fun, hvp)`` of the R-subset objective for :func:`~jaxrank.solver.trust_ncg`.
 
@@ -223,6 +232,12 @@ def objective_closures(
         (:func:`~jaxrank.kernels.rmatvec`; must divide ``m_pad``); ``None``: one plain product.
 
       jacobi: also return the Hessian diagonal (:func:`hessian_diagonal`) with each point.
+      sizes: ``(P, N)``, the rows each class occupies in ``K`` when the classes are padded to
+        shape buckets (:mod:`jaxrank._buckets`): rows [positives (``n_pos`` real, ``P − n_pos``
+        padding); negatives likewise; padding]. The counts may then be traced (one compiled
+        program serves every count of a bucket); padded rows enter no pair and no sum
+        (:func:`jaxrank.pairwise.value_and_grad` with counts). ``None``: ``(n_pos, n_neg)``.
+      inv_pairs: ``1/(n_pos n_neg)`` when the counts are traced (default: formed from them).
 
     Returns:
       ``fun(β) -> (F, ∇F, (windows, diag))`` and ``hvp((windows, diag), v) -> ∇²F v``; each
@@ -230,9 +245,11 @@ def objective_closures(
       ``diag`` is ``None`` unless ``jacobi``.
     """
     dt = K.dtype
-    scale = jnp.asarray(1.0 / (n_pos * n_neg), dt)
+    scale = _inv_pairs(n_pos, n_neg, dt) if inv_pairs is None else jnp.asarray(inv_pairs, dt)
     lam = jnp.asarray(lam, dt)
-    pad = K.shape[0] - n_pos - n_neg
+    P, N = (n_pos, n_neg) if sizes is None else sizes
+    counts = () if sizes is None else (n_pos, n_neg)
+    pad = K.shape[0] - P - N
 
     def rmat(gp, gn):
         g = jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)]) * scale
@@ -242,24 +259,35 @@ def objective_closures(
 
     def fun(beta):
         f = _kernels.matmul(K, beta)
-        value, gp, gn, w = pairwise.value_and_grad(f[:n_pos], f[n_pos : n_pos + n_neg], loss)
+        value, gp, gn, w = pairwise.value_and_grad(f[:P], f[P : P + N], loss, *counts)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
         grad = rmat(gp, gn) + lam * kb
-        diag = hessian_diagonal(K, Krr, lam, w, loss, n_pos, n_neg, block) if jacobi else None
+        diag = None
+        if jacobi:
+            diag = hessian_diagonal(K, Krr, lam, w, loss, n_pos, n_neg, block, sizes=(P, N),
+                                    inv_pairs=inv_pairs)  # fmt: skip
         return F, grad, (w, diag)
 
     def hvp(lin, v):
         w = lin[0]
         d = _kernels.matmul(K, v)
-        hp, hn = pairwise.hvp(w, d[:n_pos], d[n_pos : n_pos + n_neg], loss)
+        hp, hn = pairwise.hvp(w, d[:P], d[P : P + N], loss)
         kv = jnp.matmul(Krr, v, precision=_HI)
         return rmat(hp, hn) + lam * kv
 
     return fun, hvp
 
 
-def pair_curvature(w: pairwise.Windows, loss: PiecewiseQuadratic, n_pairs: int) -> jax.Array:
+def _inv_pairs(n_pos, n_neg, dt) -> jax.Array:
+    """``1/(m+ m−)`` in ``dt``; the counts may be traced ints (their product passes 2³¹ at
+    m ≈ 3·10⁶, ρ = 0.1 %: formed in floating point)."""
+    if isinstance(n_pos, int) and isinstance(n_neg, int):
+        return jnp.asarray(1.0 / (n_pos * n_neg), dt)
+    return 1 / (jnp.asarray(n_pos, dt) * jnp.asarray(n_neg, dt))
+
+
+def pair_curvature(w: pairwise.Windows, loss: PiecewiseQuadratic, n_pairs) -> jax.Array:
     """``ℓ''`` averaged over all pairs: ``2q · #(pairs on the quadratic piece) / n_pairs``.
 
     The scale ``c`` of the spectral preconditioner's data term (module notes); ``w`` may carry
@@ -270,7 +298,7 @@ def pair_curvature(w: pairwise.Windows, loss: PiecewiseQuadratic, n_pairs: int) 
     return 2 * loss.q * nq / jnp.asarray(n_pairs, nq.dtype)
 
 
-def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384) -> np.ndarray:
+def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384, starts=None) -> np.ndarray:
     """``G = Σ_{(r,s)∈pairs} Σ_{i∈r, j∈s} (k_i − k_j)(k_i − k_j)ᵀ / Σ_{(r,s)} m_r m_s``.
 
     The data Hessian of a pairwise objective with every pair on a unit-curvature piece, from
@@ -283,24 +311,34 @@ def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384) -> np.ndarray:
     preconditioner); ``S1_g`` is exact.
 
     Args:
-      K: ``(m_pad, |R|)`` kernel block, groups stored consecutively from row 0.
+      K: ``(m_pad, |R|)`` kernel block.
       counts: rows per group; ``pairs``: ``(r, s)`` group pairs the objective compares.
       cap: most rows per group in ``S2_g``.
+      starts: first row of each group in ``K``; default: the groups stored consecutively from
+        row 0 (padded layouts of shape buckets give their own).
 
     Returns:
       ``(|R|, |R|)`` float64 host array.
     """
-    offs = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    counts = [int(c) for c in counts]
+    if starts is None:
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    starts = [int(v) for v in starts]
     ind = np.zeros((len(counts), K.shape[0]), np.float64)
-    for g in range(len(counts)):
-        ind[g, offs[g] : offs[g + 1]] = 1.0
-    S1 = np.asarray(_kernels.rmatmul(jnp.asarray(ind, K.dtype), K), np.float64)
+    for g, (s0, m_g) in enumerate(zip(starts, counts, strict=True)):
+        ind[g, s0 : s0 + m_g] = 1.0
+    S1 = np.asarray(_jit_rmatmul(_buckets.put(ind, K.dtype), K), np.float64)
     S2 = []
-    for g, m_g in enumerate(counts):
-        take = min(int(m_g), cap)
-        rows = offs[g] + (np.arange(take, dtype=np.int64) * int(m_g)) // take
-        Ks = _kernels.take_rows(K, jnp.asarray(rows))
-        S2.append(np.asarray(_mm(Ks.T, Ks), np.float64) * (m_g / take))
+    for s0, m_g in zip(starts, counts, strict=True):
+        take = min(m_g, cap)
+        rows = s0 + (np.arange(take, dtype=np.int64) * m_g) // take
+        # padded to a bucket (weight 0) so that a new group size of the bucket reuses the program
+        size = _buckets.bucket(take)
+        w = np.zeros(size, np.float64)
+        w[:take] = 1.0
+        rows = np.concatenate([rows, np.full(size - take, s0)]).astype(np.int32)
+        S2_g = _weighted_gram(K, _buckets.put(rows), _buckets.put(w, K.dtype))
+        S2.append(np.asarray(S2_g, np.float64) * (m_g / take))
     G = np.zeros_like(S2[0])
     total = 0.0
     for r, s_ in pairs:
@@ -311,41 +349,81 @@ def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384) -> np.ndarray:
     return G / total
 
 
+@jax.jit
+def _jit_rmatmul(G, K):
+    return _kernels.rmatmul(G, K)
+
+
+@jax.jit
+def _weighted_gram(K, rows, w):
+    # Σ_t w_t k_t k_tᵀ over the rows ``rows`` of K
+    Ks = _kernels.take_rows(K, rows)
+    return _mm((Ks * w[:, None]).T, Ks)
+
+
+@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class _Biclass:
-    """Row layout [positives; negatives; padding] of the biclass objective (static, hashable).
+    """Row layout [positives; negatives; padding] of the biclass objective.
 
     A layout gives the solver ``closures`` and, for the spectral preconditioner, the row
     ``groups``, the group ``pairs`` the loss compares, and the mean ``curvature`` of a step.
+
+    A pytree: the class counts ``n_pos``, ``n_neg`` are its leaves (dynamic: traced inside the
+    solver, so one compiled program serves every count), the rows each class occupies,
+    ``size_pos`` ≥ ``n_pos`` and ``size_neg`` ≥ ``n_neg``, are static (shape buckets; the
+    counts themselves when not given).
     """
 
-    n_pos: int
-    n_neg: int
+    n_pos: Any
+    n_neg: Any
+    size_pos: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    size_neg: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    #: 1/(m+ m−), formed on the host in float64 (traced, it would be formed in the fit's dtype)
+    inv_pairs: Any = None
+
+    def __post_init__(self):
+        if self.inv_pairs is None:
+            object.__setattr__(self, "inv_pairs", 1.0 / (int(self.n_pos) * int(self.n_neg)))
+        if self.size_pos is None:
+            object.__setattr__(self, "size_pos", int(self.n_pos))
+        if self.size_neg is None:
+            object.__setattr__(self, "size_neg", int(self.n_neg))
 
     @property
     def groups(self) -> tuple[int, ...]:
         return (self.n_pos, self.n_neg)
 
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return (self.size_pos, self.size_neg)
+
+    def padded(self, sizes) -> _Biclass:
+        """This layout with the classes padded to ``sizes`` rows."""
+        return _Biclass(self.n_pos, self.n_neg, *(int(v) for v in sizes), self.inv_pairs)
+
     pairs = ((0, 1),)
 
     def closures(self, K, Krr, lam, loss, block, jacobi):
-        return objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, block, jacobi)
+        return objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, block, jacobi,
+                                  sizes=self.sizes, inv_pairs=self.inv_pairs)  # fmt: skip
 
     def curvature(self, lin, loss):
-        return pair_curvature(lin[0], loss, self.n_pos * self.n_neg)
+        return pair_curvature(lin[0], loss, 1 / jnp.asarray(self.inv_pairs, lin[0].sp.dtype))
 
 
 @functools.partial(
-    jax.jit,
-    static_argnames=(
-        "layout", "block", "max_iter", "max_cg", "path", "chains", "precondition", "stages",
-    ),
+    jax.jit, static_argnames=("block", "path", "chains", "precondition", "stages")
 )  # fmt: skip
 def _solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_iter, max_cg,
            path, chains, precondition, stages=None):  # fmt: skip
     """The λ-grid solver shared by every R-subset objective; ``layout.closures`` gives
     ``(fun, hvp)`` for one λ (biclass here, multi-level in :mod:`jaxrank.multilevel`).
-    ``stages``: batch sizes of the batched path (:func:`~jaxrank.solver.trust_ncg_grid`)."""
+    ``stages``: batch sizes of the batched path (:func:`~jaxrank.solver.trust_ncg_grid`).
+
+    ``layout`` is a pytree (its counts are traced, its padded sizes static), and λ, ``tol``,
+    ``floor``, ``max_iter`` and ``max_cg`` are dynamic: one compiled program per shape bucket
+    and option set serves them all."""
 
     def make(lam):
         fun, hvp = layout.closures(K, Krr, lam, loss, block, precondition == "jacobi")
@@ -424,15 +502,15 @@ def _choose_dtype(X: np.ndarray, dtype) -> np.dtype:
     return np.dtype(np.float32)
 
 
-def _spectral_precond(Krr: jax.Array, G: np.ndarray) -> tuple[jax.Array, jax.Array] | None:
+def _spectral_precond(Krr, G: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``(P, Λ)`` with ``M(λ, c)⁻¹ = Pᵀ diag(1/(λ + cΛ)) P`` for ``M = λ(K_RR + δI) + cG``.
 
     ``L Lᵀ = K_RR + δI`` and ``L⁻¹ G L⁻ᵀ = Q Λ Qᵀ`` give ``M = L Q (λI + cΛ) Qᵀ Lᵀ`` and
     ``P = Qᵀ L⁻¹``. Computed on the host in float64 (one Cholesky and one symmetric eigensolve,
     O(|R|³) once per fit), the jitter δ as in :func:`_cholesky_precond`; ``None`` if no jitter
-    makes ``K_RR`` factorisable.
+    makes ``K_RR`` factorisable. Host arrays in ``Krr``'s dtype.
     """
-    dt = Krr.dtype
+    dt = np.dtype(Krr.dtype)
     A = np.asarray(Krr, np.float64)
     n = A.shape[0]
     scale = float(np.mean(np.diag(A)))
@@ -452,7 +530,7 @@ def _spectral_precond(Krr: jax.Array, G: np.ndarray) -> tuple[jax.Array, jax.Arr
         ev, Q = np.linalg.eigh(0.5 * (C + C.T))
         P = Q.T @ Li
         if np.all(np.isfinite(P)) and np.all(np.isfinite(ev)):
-            return jnp.asarray(P, dt), jnp.asarray(np.maximum(ev, 0.0), dt)
+            return P.astype(dt), np.maximum(ev, 0.0).astype(dt)
         jitter *= 100
     return None
 
@@ -482,24 +560,38 @@ def psd_gram(Krr: jax.Array) -> jax.Array:
       >>> bool(jnp.all(jnp.linalg.eigvalsh(psd_gram(K)) > 0))
       True
     """
+    shift = _psd_jitter(np.asarray(Krr))
+    if shift == 0.0:
+        return Krr
+    return Krr + jnp.asarray(shift, Krr.dtype) * jnp.eye(Krr.shape[0], dtype=Krr.dtype)
+
+
+def _psd_jitter(Krr: np.ndarray) -> float:
+    """The shift δ of :func:`psd_gram` for a host array (0.0 when none is needed or found)."""
     n = Krr.shape[0]
     if n == 0 or n > PSD_CHECK_MAX_BASIS:
-        return Krr
+        return 0.0
     A = np.asarray(Krr, np.float64)
     if not np.all(np.isfinite(A)):
-        return Krr
+        return 0.0
     scale = float(np.mean(np.diag(A)))
-    step = float(np.finfo(np.dtype(Krr.dtype)).eps) * n * (scale if scale > 0 else 1.0)
+    step = float(np.finfo(Krr.dtype).eps) * n * (scale if scale > 0 else 1.0)
     for k in range(-1, 12):
         shift = 0.0 if k < 0 else step * 10.0**k
         try:
             np.linalg.cholesky(A + shift * np.eye(n))
         except np.linalg.LinAlgError:
             continue
-        if shift == 0.0:
-            return Krr
-        return Krr + jnp.asarray(shift, Krr.dtype) * jnp.eye(n, dtype=Krr.dtype)
-    return Krr
+        return shift
+    return 0.0
+
+
+def _psd_shift(Krr: np.ndarray) -> np.ndarray:
+    """:func:`psd_gram` on the host: ``Krr + δI`` in ``Krr``'s dtype."""
+    shift = _psd_jitter(Krr)
+    if shift == 0.0:
+        return Krr
+    return Krr + np.asarray(shift, Krr.dtype) * np.eye(Krr.shape[0], dtype=Krr.dtype)
 
 
 #: Largest basis for which ``precondition="auto"`` picks the spectral preconditioner: its
@@ -521,22 +613,28 @@ def resolve_precondition(precondition: str, layout, n_basis: int, streamed: bool
     return precondition
 
 
-def _cholesky_precond(Krr: jax.Array) -> jax.Array | None:
-    """``L⁻¹`` with ``L Lᵀ = K_RR + δI``, or ``None`` if no jitter makes it finite."""
+def _cholesky_precond(Krr) -> jax.Array | None:
+    """``L⁻¹`` with ``L Lᵀ = K_RR + δI``, or ``None`` if no jitter makes it finite.
+
+    On the host, in ``Krr``'s dtype (numpy's LAPACK: no device program per basis size)."""
     # Jitter relative to the mean diagonal; grown until the factor is finite (near-duplicate
     # basis rows make K_RR numerically singular, most of all in float32).
-    dt = Krr.dtype
-    n = Krr.shape[0]
-    scale = float(jnp.mean(jnp.diag(Krr)))
+    A = np.asarray(Krr)
+    dt = A.dtype
+    n = A.shape[0]
+    scale = float(np.mean(np.diag(A).astype(np.float64)))
     scale = scale if math.isfinite(scale) and scale > 0 else 1.0
-    jitter = (1e-8 if dt == jnp.float64 else 1e-4) * scale
-    eye = jnp.eye(n, dtype=dt)
+    jitter = (1e-8 if dt == np.float64 else 1e-4) * scale
+    eye = np.eye(n, dtype=dt)
     for _ in range(6):
-        chol = jnp.linalg.cholesky(Krr + jitter * eye)
-        if bool(jnp.all(jnp.isfinite(chol))):
-            inv = jax.scipy.linalg.solve_triangular(chol, eye, lower=True)
-            if bool(jnp.all(jnp.isfinite(inv))):
-                return inv
+        try:
+            chol = np.linalg.cholesky(A + np.asarray(jitter, dt) * eye)
+        except np.linalg.LinAlgError:
+            chol = None
+        if chol is not None and np.all(np.isfinite(chol)):
+            inv = np.linalg.solve(chol, eye)
+            if np.all(np.isfinite(inv)):
+                return _buckets.put(inv, dt)
         jitter *= 100
     return None
 
@@ -735,11 +833,24 @@ def fit_rows(
 ) -> RankModel:  # fmt: skip
     """The engine behind every fit: kernel block over the reordered rows, solve, model.
 
+    Every size that enters the compiled solver is padded to a shape bucket
+    (:mod:`jaxrank._buckets`), so a new data set of a similar size reuses the compiled program:
+    each row group of the layout (the classes, or the levels) to its bucket, the basis to its
+    bucket (padded basis rows get zero kernel columns, an identity block in ``K_RR`` with no
+    coupling, and keep a zero coefficient), and, for small problems, the λ count to a power of
+    two (extra members repeat a real λ and are dropped). The host-side preparation (row order,
+    ``K_RR``'s positive-definiteness shift, preconditioners) runs in numpy on the real sizes,
+    so no small program compiles per size either.
+
     Args:
-      X: ``(m, d)`` validated rows; ``order``: the row order the ``layout`` expects;
+      X: ``(m, d)`` validated rows; ``order``: the row order the ``layout`` expects (the real
+        rows of each group, consecutively);
       idx: basis row indices into ``X``; ``lams``/``scalar``: from ``check_lam``;
-      layout: a hashable object whose ``closures(K, Krr, lam, loss, block, jacobi)`` gives
-        ``(fun, hvp)`` for one λ; the other arguments as in :func:`fit`, already validated.
+      layout: a pytree whose ``closures(K, Krr, lam, loss, block, jacobi)`` gives ``(fun, hvp)``
+        for one λ, with host-side ``groups`` (real rows per group), ``sizes`` (rows per group
+        in the block) and ``padded(sizes)`` (the layout with groups padded to ``sizes`` rows;
+        the real counts become traced leaves); the other arguments as in :func:`fit`, already
+        validated. Floors from :func:`jaxrank._buckets.at_least` apply.
       mesh: ``(mesh, axis)`` from :func:`~jaxrank.kernels.row_mesh`: build the block split by
         rows over the devices of ``mesh[axis]`` (data-parallel fit); ``None``: one device.
     """
@@ -748,10 +859,20 @@ def fit_rows(
     lossfn = get_loss(loss, eps)
     nb = idx.size
     m, d = X.shape
-    block = _kernels.product_block(m)
-    rows, n_chunks = _kernels.chunk_rows(m, nb, dt.itemsize, block)
-    small = 2 * nb * nb * dt.itemsize  # K_RR and the preconditioner
-    block_bytes = rows * n_chunks * nb * dt.itemsize
+    counts = [int(c) for c in layout.groups]
+    floors = _buckets.floors()
+    sizes = [_buckets.bucket(c) for c in counts]
+    if floors.get("groups") is not None and len(floors["groups"]) == len(sizes):
+        sizes = [max(a, int(b)) for a, b in zip(sizes, floors["groups"], strict=True)]
+    layout = layout.padded(sizes)
+    sizes = [int(v) for v in layout.sizes]  # a layout may keep its exact sizes
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    m_rows = int(sum(sizes))
+    nb_pad = max(_buckets.bucket(nb), int(floors.get("basis") or 0))
+    block = _kernels.product_block(m_rows)
+    rows, n_chunks = _kernels.chunk_rows(m_rows, nb_pad, dt.itemsize, block)
+    small = 2 * nb_pad * nb_pad * dt.itemsize  # K_RR and the preconditioner
+    block_bytes = rows * n_chunks * nb_pad * dt.itemsize
     limit = check_max_kernel_bytes(max_kernel_bytes, memory_budget)
     n_dev = 1 if mesh is None else mesh[0].shape[mesh[1]]
     streamed = block_bytes / n_dev > limit
@@ -767,86 +888,136 @@ def fit_rows(
                 f"({block_bytes / 2**30:.2f} GiB) exceeds max_kernel_bytes: use 'auto'."
             )
         # rows, a few chunks of kernel temporaries and (spectral) the strided moment rows
-        need = rows * n_chunks * d * dt.itemsize + small + 4 * rows * nb * dt.itemsize
+        need = rows * n_chunks * d * dt.itemsize + small + 4 * rows * nb_pad * dt.itemsize
         _kernels.check_memory(need, memory_budget, f"the streamed kernel block ({m} x {nb})")
     else:
         _kernels.check_memory(
             block_bytes // n_dev + small, memory_budget, f"the kernel block ({m} x {nb})"
         )
 
-    Xd = jnp.asarray(X, dt)
-    B = Xd[jnp.asarray(idx)]
-    Xo = Xd[jnp.asarray(order)]
+    # Rows [group 0 (real, then zero rows up to its size); group 1; ...; zero rows], and the
+    # basis [real rows; zero rows], built on the host (no per-size device programs).
+    Xn = np.asarray(X, dt)
+    slots = np.concatenate(
+        [s0 + np.arange(c, dtype=np.int64) for s0, c in zip(starts, counts, strict=True)]
+    )
+    Xo = np.zeros((m_rows if mesh is not None else rows * n_chunks, d), dt)
+    Xo[slots] = Xn[np.asarray(order)]
+    Bn = Xn[idx]
+    Bp = np.zeros((nb_pad, d), dt)
+    Bp[:nb] = Bn
     if streamed:
-        K = _kernels.streamed_block(kernel, Xo, B, multiple=block)
+        K = _kernels.streamed_block(kernel, Xo, Bp, multiple=block, n_basis=nb)
     elif mesh is not None:
-        K = _kernels.sharded_block(kernel, Xo, B, *mesh, multiple=block)
+        K = _kernels.sharded_block(kernel, Xo, Bp, *mesh, multiple=block, n_basis=nb)
     else:
-        K = _kernels.kernel_block(kernel, Xo, B, padded=True, multiple=block)
+        K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
     del Xo
     L = lams.size
     chains = 1 if path == "batch" else min(int(chains), L)
+    # λ count bucket: only where compilation dominates (a large block runs its exact grid; its
+    # staged solver would spend real work on the repeated members)
+    L_pad = L
+    if block_bytes < STAGED_MIN_BYTES:
+        L_pad = max(_buckets.bucket_lams(L), int(floors.get("lams") or 0))
+    L_pad = -(-L_pad // chains) * chains
     if (
         not streamed
         and mesh is None
-        and keep_transpose(K, L if path == "batch" else chains, block_bytes, limit, memory_budget)
+        and keep_transpose(
+            K, L_pad if path == "batch" else chains, block_bytes, limit, memory_budget
+        )
     ):
         K = _kernels.dual_block(K)
-    Krr = psd_gram(kernel(B, B))
+    # K_RR of the real basis, made positive definite on the host (psd_gram), then padded with
+    # an identity block (scaled to the mean diagonal) and no coupling
+    Krr_n = np.asarray(_gram(kernel, _buckets.put(Bp)), dt)[:nb, :nb]
+    Krr_n = _psd_shift(Krr_n)
+    diag_scale = float(np.mean(np.diag(Krr_n).astype(np.float64)))
+    diag_scale = diag_scale if math.isfinite(diag_scale) and diag_scale > 0 else 1.0
+    Krr = _buckets.put(_pad_square(Krr_n, nb_pad, diag_scale))
     precondition = resolve_precondition(precondition, layout, nb, streamed=streamed)
+    chol = None
     if precondition == "spectral":
-        chol = _spectral_precond(Krr, moment_gram(K, layout.groups, layout.pairs))
-    else:
-        chol = _cholesky_precond(Krr) if precondition == "cholesky" else None
+        G = moment_gram(K, counts, layout.pairs, starts=starts)[:nb, :nb]
+        spec = _spectral_precond(Krr_n, G)
+        if spec is not None:
+            Pm, ev = spec
+            chol = (_buckets.put(_pad_square(Pm, nb_pad, 1.0)),
+                    _buckets.put(np.pad(ev, (0, nb_pad - nb))))  # fmt: skip
+    elif precondition == "cholesky":
+        inv = _cholesky_precond(Krr_n)
+        if inv is not None:
+            # the inverse factor of the padded K_RR + δI: block-diagonal, 1/√(s + δ) on the pad
+            chol = _buckets.put(_pad_square(np.asarray(inv), nb_pad, 1 / math.sqrt(diag_scale)))
     # The gradient is a difference of two sums over m rows (positives pull, negatives push)
     # that cancel at the optimum; with the two-level product their rounding error is about
     # eps·(√block + √(m/block))·max|k|: the smallest gradient this dtype resolves (≈ 2e-6 in
     # float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, DESIGN §5).
-    kmax = float(jnp.max(jnp.abs(jnp.diag(Krr))))
+    kmax = float(np.max(np.abs(np.diag(Krr_n))))
     depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)
     floor = float(np.finfo(dt).eps) * depth * max(kmax, 1.0)
 
     if path == "warm":
         sort = np.argsort(-lams, kind="stable")
-        # pad with the smallest λ to whole steps of `chains`; the copies are dropped below
-        sort = np.concatenate([sort, np.full(-L % chains, sort[-1])])
+        # pad with the smallest λ to whole steps of `chains` (and the bucket); each copy starts
+        # at that λ's solution, so it costs one evaluation; the copies are dropped below
+        sort = np.concatenate([sort, np.full(L_pad - L, sort[-1])])
     else:
-        sort = np.arange(L)
-    if init is None:
-        beta0 = jnp.zeros((sort.size, nb), dt)
-    else:
+        # pad with the largest λ (the first to converge); dropped below
+        sort = np.concatenate([np.arange(L), np.full(L_pad - L, int(np.argmax(lams)))])
+    beta0 = np.zeros((sort.size, nb_pad), dt)
+    if init is not None:
         init = np.asarray(init, dt)
         if init.shape not in ((nb,), (L, nb)):
             raise ValueError(f"init must have shape ({nb},) or ({L}, {nb}), got {init.shape}.")
-        init = init[sort] if init.ndim == 2 else init
-        beta0 = jnp.broadcast_to(jnp.asarray(init), (sort.size, nb))
+        beta0[:, :nb] = init[sort] if init.ndim == 2 else init
     if chol is None and precondition in ("cholesky", "spectral"):
         precondition = "none"  # no jitter made K_RR factorisable
+    put = _buckets.put
     betas, info = _solve(
-        K, Krr, chol if chol is not None else Krr, jnp.asarray(lams[sort], dt), beta0,
-        jax.tree.map(lambda v: jnp.asarray(v, dt), lossfn), jnp.asarray(tol, dt),
-        jnp.asarray(floor, dt), layout=layout, block=block, max_iter=int(max_iter),
-        max_cg=int(max_cg), path=path, chains=chains, precondition=precondition,
-        stages=grid_stages(L, block_bytes) if path == "batch" else None,
+        K, Krr, chol if chol is not None else Krr, put(lams[sort], dt), put(beta0),
+        jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(floor, dt),
+        layout=layout, block=block,
+        max_iter=int(max_iter), max_cg=int(max_cg), path=path, chains=chains,
+        precondition=precondition,
+        stages=grid_stages(L_pad, block_bytes) if path == "batch" else None,
     )  # fmt: skip
+    # back on the host: the real λ in their order, the real basis columns
     unsort = np.argsort(sort[:L])
-    betas = betas[unsort]
-    info = jax.tree.map(lambda a: a[unsort], info)
+    betas = np.asarray(betas)[unsort, :nb]
+    info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
     _warn_status(info, lams, tol, floor)
 
     if scalar:
         betas = betas[0]
         info = jax.tree.map(lambda a: a[0], info)
     return RankModel(
-        basis=B,
-        coef=betas,
-        lam=jnp.asarray(lams[0] if scalar else lams, dt),
+        basis=put(Bn),
+        coef=put(betas),
+        lam=put(lams[0] if scalar else lams, dt),
         kernel=kernel,
-        info=info,
-        basis_index=jnp.asarray(idx.astype(np.int32)),
+        info=jax.tree.map(put, info),
+        basis_index=put(idx, np.int32),
         loss=loss,
         eps=float(eps),
     )
+
+
+@jax.jit
+def _gram(kernel, B):
+    return kernel(B, B)
+
+
+def _pad_square(A: np.ndarray, n: int, diag: float) -> np.ndarray:
+    """``[[A, 0], [0, diag·I]]`` of size ``n`` (the basis padded to its bucket)."""
+    k = A.shape[0]
+    if k == n:
+        return A
+    out = np.zeros((n, n), A.dtype)
+    out[:k, :k] = A
+    out[np.arange(k, n), np.arange(k, n)] = diag
+    return out
 
 
 #: Fewest λ columns per batched product for which a fit keeps ``Kᵀ`` too (:func:`keep_transpose`).

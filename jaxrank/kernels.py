@@ -399,11 +399,14 @@ class StreamedBlock:
       X: ``(C, rows, d)`` the rows (padded with zero rows) in ``C`` chunks.
       B: ``(|R|, d)`` basis rows.
       kernel: a resolved kernel.
+      n_basis: ``None``, or the number of real basis rows (dynamic): the columns of the later
+        rows of ``B`` (shape-bucket padding) are zero.
     """
 
     X: jax.Array
     B: jax.Array
     kernel: Any
+    n_basis: Any = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -415,16 +418,33 @@ class StreamedBlock:
 
     def chunk(self, c: jax.Array) -> jax.Array:
         """The block rows of one chunk of rows ``c`` (``(rows, d)``)."""
-        return self.kernel(c, self.B)
+        return _mask_columns(self.kernel(c, self.B), self.n_basis)
 
 
-def streamed_block(kernel: Kernel, X, B, *, multiple: int = 1) -> StreamedBlock:
-    """A :class:`StreamedBlock` over ``X``, padded like ``kernel_block(..., padded=True)``."""
-    X = jnp.asarray(X)
-    B = jnp.asarray(B, X.dtype)
+def streamed_block(kernel: Kernel, X, B, *, multiple: int = 1, n_basis=None) -> StreamedBlock:
+    """A :class:`StreamedBlock` over ``X``, padded like ``kernel_block(..., padded=True)``
+    (``n_basis`` as there)."""
+    X, B = _on_device(X, B)
     rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize, multiple)
     Xp = _pad_rows(X, rows, n_chunks).reshape(n_chunks, rows, X.shape[1])
-    return StreamedBlock(Xp, B, kernel)
+    return StreamedBlock(Xp, B, kernel, None if n_basis is None else jnp.int32(n_basis))
+
+
+def _on_device(X, B):
+    # X and B (in X's dtype) as device arrays; host arrays by device_put, which, unlike
+    # jnp.asarray, compiles no copy program per shape
+    if isinstance(X, jax.Array):
+        return X, jnp.asarray(B, X.dtype)
+    X = jax.device_put(np.asarray(X))
+    return X, jax.device_put(np.asarray(B, X.dtype))
+
+
+def _mask_columns(K: jax.Array, n_basis) -> jax.Array:
+    # Zero the columns of padded basis rows (shape buckets): they then add nothing to a score
+    # and their gradient is λ·(K_RR β) alone, which keeps their coefficient at zero.
+    if n_basis is None:
+        return K
+    return jnp.where(jnp.arange(K.shape[-1], dtype=jnp.int32) < n_basis, K, 0)
 
 
 def matmul(K, V: jax.Array) -> jax.Array:
@@ -493,7 +513,9 @@ def _shard_map(f, mesh, in_specs, out_specs):
     return shard_map(f, mesh, in_specs=in_specs, out_specs=out_specs)
 
 
-def sharded_block(kernel: Kernel, X, B, mesh, axis: str, *, multiple: int = 1) -> jax.Array:
+def sharded_block(
+    kernel: Kernel, X, B, mesh, axis: str, *, multiple: int = 1, n_basis=None
+) -> jax.Array:
     """The kernel block ``k(X, B)`` split by rows over ``mesh[axis]``, each device building its
     own rows in chunks (``lax.map``), never the whole block on one device.
 
@@ -502,22 +524,33 @@ def sharded_block(kernel: Kernel, X, B, mesh, axis: str, *, multiple: int = 1) -
     product of the fit with this block then runs data-parallel under ``jit``: ``K @ v`` stays
     split by rows, the scores are gathered for the sort, and ``g @ K`` is summed over devices.
 
+    ``n_basis``: as in :func:`kernel_block`.
+
     Returns:
       ``(n_padded, |R|)`` array with sharding ``NamedSharding(mesh, P(axis, None))``.
     """
     P = jax.sharding.PartitionSpec
     n_dev = mesh.shape[axis]
-    X = jnp.asarray(X)
-    B = jnp.asarray(B, X.dtype)
+    X, B = _on_device(X, B)
     rows, n_chunks = chunk_rows(math.ceil(X.shape[0] / n_dev), B.shape[0], X.dtype.itemsize,
                                 multiple)  # fmt: skip
     Xp = _pad_rows(X, rows * n_chunks * n_dev, 1)
     Xp = jax.device_put(Xp, jax.sharding.NamedSharding(mesh, P(axis, None)))
     B = jax.device_put(B, jax.sharding.NamedSharding(mesh, P()))
+    nv = jnp.int32(B.shape[0] if n_basis is None else n_basis)
+    return _sharded_build(kernel, Xp, B, nv, rows, mesh, axis)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _sharded_build(kernel, Xp, B, nv, rows, mesh, axis):
+    P = jax.sharding.PartitionSpec
     build = _shard_map(
-        lambda Xl, Bl: _block(kernel, Xl, Bl, rows), mesh, (P(axis, None), P()), P(axis, None)
+        lambda Xl, Bl, n: _block_chunks(kernel, Xl, Bl, rows, n),
+        mesh,
+        (P(axis, None), P(), P()),
+        P(axis, None),
     )
-    return jax.jit(build)(Xp, B)
+    return build(Xp, B, nv)
 
 
 def _pad_rows(X: jax.Array, rows: int, n_chunks: int) -> jax.Array:
@@ -525,7 +558,9 @@ def _pad_rows(X: jax.Array, rows: int, n_chunks: int) -> jax.Array:
     return jnp.pad(X, ((0, pad), (0, 0))) if pad else X
 
 
-def kernel_block(kernel: Kernel, X, B, *, padded: bool = False, multiple: int = 1) -> jax.Array:
+def kernel_block(
+    kernel: Kernel, X, B, *, padded: bool = False, multiple: int = 1, n_basis=None
+) -> jax.Array:
     """The kernel block ``K_{·R} = k(X, B)`` built in row chunks.
 
     Each chunk of rows is computed by one ``lax.map`` step and written into the output, so the
@@ -538,6 +573,8 @@ def kernel_block(kernel: Kernel, X, B, *, padded: bool = False, multiple: int = 
       padded: return the block with ``n`` rounded up to a whole number of chunks (padding rows
         are the kernel at the zero vector). The fit uses this to avoid a copy of the block.
       multiple: make the rows per chunk (so the padded row count) a multiple of this.
+      n_basis: ``None``, or the number of real rows of ``B`` (dynamic: no recompilation): the
+        columns of the rows after them (shape-bucket padding) are zero.
 
     Returns:
       Array of shape ``(n, p)`` (or ``(n_padded, p)``) in ``X``'s dtype.
@@ -547,21 +584,31 @@ def kernel_block(kernel: Kernel, X, B, *, padded: bool = False, multiple: int = 
       >>> kernel_block(Linear(), jnp.eye(3), jnp.ones((2, 3))).shape
       (3, 2)
     """
-    X = jnp.asarray(X)
-    B = jnp.asarray(B, X.dtype)
+    X, B = _on_device(X, B)
     rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize, multiple)
-    K = _block(kernel, _pad_rows(X, rows, n_chunks), B, rows)
+    nv = jnp.int32(B.shape[0] if n_basis is None else n_basis)
+    K = _block(kernel, _pad_rows(X, rows, n_chunks), B, nv, rows)
     return K if padded else K[: X.shape[0]]
 
 
-@functools.partial(jax.jit, static_argnums=3)
-def _block(kernel: Kernel, Xp: jax.Array, B: jax.Array, rows: int) -> jax.Array:
+def _block_chunks(kernel: Kernel, Xp, B, rows: int, n_basis) -> jax.Array:
     chunks = Xp.reshape(-1, rows, Xp.shape[1])
-    return jax.lax.map(lambda c: kernel(c, B), chunks).reshape(Xp.shape[0], B.shape[0])
+    K = jax.lax.map(lambda c: _mask_columns(kernel(c, B), n_basis), chunks)
+    return K.reshape(Xp.shape[0], B.shape[0])
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _block(kernel: Kernel, Xp: jax.Array, B: jax.Array, n_basis, rows: int) -> jax.Array:
+    return _block_chunks(kernel, Xp, B, rows, n_basis)
 
 
 def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:
     """``k(X, B) @ coef.T`` without storing ``k(X, B)``: chunked over the rows of ``X``.
+
+    The row count, the basis size and the number of coefficient rows are padded to shape
+    buckets (:mod:`jaxrank._buckets`: zero rows of ``X`` whose scores are dropped, zero basis
+    rows with zero coefficients), so scoring a new number of rows or a new basis size of the
+    same bucket does not compile again.
 
     Args:
       kernel: a resolved kernel.
@@ -572,14 +619,23 @@ def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:
     Returns:
       Scores of shape ``(n,)`` or ``(L, n)``.
     """
-    X = jnp.asarray(X)
-    B = jnp.asarray(B, X.dtype)
-    coef = jnp.asarray(coef, X.dtype)
-    width = B.shape[0] + (coef.shape[0] if coef.ndim == 2 else 1)
-    rows, n_chunks = chunk_rows(X.shape[0], width, X.dtype.itemsize)
-    out = _stream(kernel, _pad_rows(X, rows, n_chunks), B, jnp.atleast_2d(coef), rows)
-    out = out[:, : X.shape[0]]
-    return out if coef.ndim == 2 else out[0]
+    from jaxrank import _buckets
+
+    dt = np.dtype(getattr(X, "dtype", np.float64))
+    n, d = np.shape(X)
+    coef2 = np.atleast_2d(np.asarray(coef, dt))
+    L, p = coef2.shape
+    # one coefficient row (a scalar-λ model) stays one row; more go up the ladder too
+    nb, Lb = _buckets.bucket(p), (1 if L == 1 else _buckets.bucket(L))
+    rows, n_chunks = chunk_rows(_buckets.bucket(n), nb + Lb, dt.itemsize)
+    Xp = np.zeros((rows * n_chunks, d), dt)
+    Xp[:n] = np.asarray(X, dt)
+    Bp = np.zeros((nb, d), dt)
+    Bp[:p] = np.asarray(B, dt)
+    Cp = np.zeros((Lb, nb), dt)
+    Cp[:L, :p] = coef2
+    out = np.asarray(_stream(kernel, Xp, Bp, Cp, rows))[:L, :n]
+    return _buckets.put(out if np.ndim(coef) == 2 else out[0])
 
 
 @functools.partial(jax.jit, static_argnums=4)

@@ -292,16 +292,24 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int
     return fun, hvp_
 
 
+@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class _Levels:
     """Row layout of the multi-level objective: rows sorted by level, ``counts`` per level
     (static and hashable: the shared solver :func:`jaxrank.fit._solve` compiles per layout)."""
 
-    counts: tuple[int, ...]
+    counts: tuple[int, ...] = dataclasses.field(metadata=dict(static=True))
 
     @property
     def groups(self) -> tuple[int, ...]:
         return self.counts
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.counts
+
+    def padded(self, sizes) -> _Levels:
+        return self
 
     @property
     def pairs(self) -> tuple[tuple[int, int], ...]:

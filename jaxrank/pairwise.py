@@ -93,8 +93,13 @@ _CELLS = 8
 _SCAN = 4
 
 
-def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
+def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array, n_valid=None) -> jax.Array:
     # Per row b: #{k : sorted_rows[b, k] < q[b, j]} (numpy's side="left"), exactly.
+    #
+    # ``n_valid`` (``(B,)``, or None for all): only the first n_valid[b] sorted values are real,
+    # the rest padding known to be greater than every query; they are left out of the cells
+    # (the range and counts are those of the real values), so a padded search runs exactly as
+    # the unpadded one would.
     #
     # Bucket first, then count inside one bucket. ``bucket`` maps a value to one of ``nk``
     # equal-width cells over the row's range; it is monotone (a float subtraction, a product
@@ -109,7 +114,13 @@ def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
     B, n = sorted_rows.shape
     dt = sorted_rows.dtype
     nk = _CELLS * n
-    first, last = sorted_rows[:, :1], sorted_rows[:, -1:]
+    first = sorted_rows[:, :1]
+    if n_valid is None:
+        last, weight = sorted_rows[:, -1:], jnp.ones((B * n,), jnp.int32)
+    else:
+        last = jnp.take_along_axis(sorted_rows, (n_valid - 1)[:, None], axis=1)
+        weight = (jnp.arange(n, dtype=jnp.int32)[None, :] < n_valid[:, None]).astype(jnp.int32)
+        weight = weight.ravel()
     width = last - first
     scale = jnp.where(width > 0, nk / jnp.where(width > 0, width, 1), 0).astype(dt)
     scale = jnp.where(jnp.isfinite(scale), scale, 0)
@@ -122,7 +133,7 @@ def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array) -> jax.Array:
 
     cell_off = _offsets(B, nk + 1)
     counts = jax.ops.segment_sum(
-        jnp.ones((B * n,), jnp.int32), (bucket(sorted_rows) + 1 + cell_off).ravel(),
+        weight, (bucket(sorted_rows) + 1 + cell_off).ravel(),
         num_segments=B * (nk + 1),
     )  # fmt: skip
     start = jnp.cumsum(counts.reshape(B, nk + 1), axis=-1)
@@ -234,16 +245,44 @@ def _row_sum(x: jax.Array, block: int = 1024) -> jax.Array:
     return jnp.sum(parts, axis=-1)
 
 
-def _windows_b(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, with_sq: bool = False):
+def _mask_padding(fp: jax.Array, fn: jax.Array, counts):
+    """Scores with the padding entries replaced so that they enter no pair (shape buckets).
+
+    Entries ``fp[:, k ≥ n+]`` and ``fn[:, k ≥ n−]`` are padding. A padded positive gets a score
+    above every real positive and at least 1 above every real negative (so it sorts last and
+    lies in no negative's window); a padded negative gets a score more than 1 below every
+    positive (its windows ``[a, b)`` are ``[0, 0)``). Every sum of the operators then adds exact
+    zeros for them, and their gradient and Hessian-vector entries are exact zeros. Returns the
+    masked scores and the mean of the real positive scores (the shift).
+    """
+    n_pos, n_neg = (jnp.asarray(c, jnp.int32).reshape(-1, 1) for c in counts)
+    vp = jnp.arange(fp.shape[1], dtype=jnp.int32)[None, :] < n_pos
+    vn = jnp.arange(fn.shape[1], dtype=jnp.int32)[None, :] < n_neg
+    dt = fp.dtype
+    inf = jnp.asarray(jnp.inf, dt)
+    top = jnp.maximum(jnp.max(jnp.where(vp, fp, -inf), axis=1, keepdims=True),
+                      jnp.max(jnp.where(vn, fn, -inf), axis=1, keepdims=True) + 1)  # fmt: skip
+    bottom = jnp.min(jnp.where(vp, fp, inf), axis=1, keepdims=True)
+    # margins relative to the magnitude, so that they survive rounding at any scale
+    big = top + jnp.maximum(1, jnp.abs(top))
+    small = bottom - 1 - jnp.maximum(1, jnp.abs(bottom))
+    shift = jnp.sum(jnp.where(vp, fp, 0), axis=1, keepdims=True) / n_pos.astype(dt)
+    return jnp.where(vp, fp, big), jnp.where(vn, fn, small), shift, n_pos[:, 0]
+
+
+def _windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=None):
     dt = fp.dtype
     n_pos = fp.shape[1]
+    if counts is None:
+        shift, n_valid = jnp.mean(fp, axis=-1, keepdims=True), None
+    else:
+        fp, fn, shift, n_valid = _mask_padding(fp, fn, counts)
     fp_sorted, order = _sort_with_order(fp)
     lo = _loss_col(loss.lo, dt)
     # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
     # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
-    a = _searchsorted_rows(fp_sorted, fn + lo)
-    b = _searchsorted_rows(fp_sorted, fn + 1)
-    shift = jnp.mean(fp, axis=-1, keepdims=True)
+    a = _searchsorted_rows(fp_sorted, fn + lo, n_valid)
+    b = _searchsorted_rows(fp_sorted, fn + 1, n_valid)
     sp = fp_sorted - shift
     fn = fn - shift
     active = b > a
@@ -264,8 +303,8 @@ def _loss_col(v, dt):
     return v[:, None] if v.ndim else v
 
 
-def _value_and_grad_b(fp, fn, loss):
-    w, sq = _windows_b(fp, fn, loss, with_sq=True)
+def _value_and_grad_b(fp, fn, loss, counts=None):
+    w, sq = _windows_b(fp, fn, loss, with_sq=True, counts=counts)
     dt = fp.dtype
     q = _loss_col(loss.q, dt)
     c = _loss_col(loss.c, dt)
@@ -282,6 +321,9 @@ def _value_and_grad_b(fp, fn, loss):
     quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
     value = _row_sum(lin + quad)
     grad_neg = af + 2 * q * (nqn * one_u - S1)
+    # sq is a running sum (a difference array); where no window is open it is 0 exactly, not
+    # the sum's rounding residue (which padded positives would otherwise pass to g @ K)
+    sq = jnp.where(w.nq > 0, sq, 0)
     grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
     return value, _unsort(w.order, grad_sorted), grad_neg, w
 
@@ -293,7 +335,7 @@ def _hvp_b(w: Windows, dp, dn, loss):
     DP = _prefix(ds)
     h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (_flat_take(DP, w.b) - _flat_take(DP, w.a)))
     dq = jnp.where(w.active, dn, 0)
-    sd = _in_window(w.a, w.b, dq, dp.shape[1])
+    sd = jnp.where(w.nq > 0, _in_window(w.a, w.b, dq, dp.shape[1]), 0)  # as sq above
     h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
     return _unsort(w.order, h_sorted), h_neg
 
@@ -321,27 +363,40 @@ def _batched(impl):
     return fun
 
 
-_windows = _batched(_windows_b)
+_windows = _batched(lambda fp, fn, loss, counts: _windows_b(fp, fn, loss, counts=counts))
 _value_and_grad = _batched(_value_and_grad_b)
 _hvp = _batched(_hvp_b)
 
 
-def windows(fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic) -> Windows:
+def _counts(n_pos, n_neg):
+    if (n_pos is None) != (n_neg is None):
+        raise ValueError("give both n_pos and n_neg (the real counts), or neither.")
+    if n_pos is None:
+        return None
+    return jnp.asarray(n_pos, jnp.int32), jnp.asarray(n_neg, jnp.int32)
+
+
+def windows(
+    fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, n_pos=None, n_neg=None
+) -> Windows:
     """Sort the positives and locate every negative's linear and quadratic windows.
 
     Args:
       fp: positive scores, shape ``(m+,)``.
       fn: negative scores, shape ``(m−,)``.
       loss: the piece boundaries of ℓ.
+      n_pos, n_neg: optional real counts (dynamic): entries ``fp[n_pos:]`` and ``fn[n_neg:]``
+        are padding (shape buckets, :mod:`jaxrank._buckets`) and enter no window; the padded
+        positives sort last.
 
     Returns:
       The :class:`Windows` at these scores. Cost O(m+ log m+ + m− log m+).
     """
-    return _windows(fp, fn, loss)
+    return _windows(fp, fn, loss, _counts(n_pos, n_neg))
 
 
 def value_and_grad(
-    fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic
+    fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, n_pos=None, n_neg=None
 ) -> tuple[jax.Array, jax.Array, jax.Array, Windows]:
     """``L(f) = Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j)`` and its gradient in score space.
 
@@ -360,6 +415,9 @@ def value_and_grad(
       fp: positive scores ``(m+,)``.
       fn: negative scores ``(m−,)``.
       loss: the piece boundaries of ℓ.
+      n_pos, n_neg: optional real counts (dynamic, e.g. traced): the entries beyond are
+        padding and enter no pair — the value is that of the real entries alone, and the
+        padding's gradient entries (and :func:`hvp` entries) are exact zeros.
 
     Returns:
       ``(value, grad_pos, grad_neg, windows)``: the unnormalised sum, ``(m+,)`` and ``(m−,)``
@@ -372,7 +430,7 @@ def value_and_grad(
       >>> float(v)  # ℓ(1) + ℓ(−1) = 0 + 1.5
       1.5
     """
-    return _value_and_grad(fp, fn, loss)
+    return _value_and_grad(fp, fn, loss, _counts(n_pos, n_neg))
 
 
 def hvp(

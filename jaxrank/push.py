@@ -301,6 +301,7 @@ def push_objective_closures(
     return fun, hvp
 
 
+@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class _Push:
     """Row layout [positives; negatives; padding] of the p-norm push objective. Static and
@@ -316,13 +317,20 @@ class _Push:
     uses it; at ``p = 1`` it is RankRC's ``2q |Q| / (m+ m−)``.
     """
 
-    n_pos: int
-    n_neg: int
-    p: float
+    n_pos: int = dataclasses.field(metadata=dict(static=True))
+    n_neg: int = dataclasses.field(metadata=dict(static=True))
+    p: float = dataclasses.field(metadata=dict(static=True))
 
     @property
     def groups(self) -> tuple[int, ...]:
         return (self.n_pos, self.n_neg)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return (self.n_pos, self.n_neg)
+
+    def padded(self, sizes) -> _Push:
+        return self
 
     pairs = ((0, 1),)
 

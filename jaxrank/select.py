@@ -14,10 +14,11 @@ import math
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _buckets, metrics
 from jaxrank import kernels as _kernels
-from jaxrank import metrics
 from jaxrank._validation import (
     check_binary_labels,
     check_key,
@@ -25,7 +26,7 @@ from jaxrank._validation import (
     check_positive,
     check_X_y,
 )
-from jaxrank.fit import RankModel, fit
+from jaxrank.fit import STAGED_MIN_BYTES, RankModel, fit
 
 __all__ = ["SelectionResult", "select_lambda", "stratified_folds"]
 
@@ -80,8 +81,9 @@ def _check_folds(folds, pos: np.ndarray) -> int:
 def stratified_folds(y, folds: int, *, key) -> np.ndarray:
     """Assign each row to one of ``folds`` folds, stratified by class.
 
-    The positive (rare) rows are permuted with ``jax.random`` and dealt round-robin into the
-    folds, then the negative rows likewise, the dealing carrying on where the positives stopped:
+    The positive (rare) rows are permuted with ``jax.random`` (the order of random 32-bit keys)
+    and dealt round-robin into the folds, then the negative rows likewise, the dealing carrying
+    on where the positives stopped:
     each fold gets ``⌊m+/k⌋`` or ``⌈m+/k⌉`` positives, and fold sizes differ by at most one row.
     The result depends on ``key`` and ``y`` only.
 
@@ -111,10 +113,55 @@ def stratified_folds(y, folds: int, *, key) -> np.ndarray:
     start = 0
     for sub, mask in ((key_pos, pos), (key_neg, ~pos)):
         rows = np.flatnonzero(mask)
-        perm = np.asarray(jax.random.permutation(sub, rows.size))
+        perm = _permutation(sub, rows.size)
         fold[rows[perm]] = (start + np.arange(rows.size)) % k
         start += rows.size
     return fold
+
+
+def _permutation(key, n: int) -> np.ndarray:
+    """A uniformly random permutation of ``range(n)``: the stable order of 32-bit random keys
+    drawn for a ladder size ≥ n (:func:`jaxrank._buckets.rung`; the first n used), so that a
+    new class size does not compile a new ``jax.random.permutation``."""
+    bits = np.asarray(jax.random.bits(key, (_buckets.rung(n),), jnp.uint32))[:n]
+    return np.argsort(bits, kind="stable")
+
+
+def _shared_buckets(X, pos, n_lams: int, basis, fit_kwargs):
+    """Bucket floors at the sizes of the whole data set (:func:`jaxrank._buckets.at_least`), so
+    that every fold's fit and the refit share one compiled solver.
+
+    Only for problems whose compilation dominates (the kernel block under
+    :data:`~jaxrank.fit.STAGED_MIN_BYTES`): a fold of a large set would otherwise carry the
+    padding up to the whole set's size (``1/k`` of its rows) as real work.
+    """
+    m = pos.size
+    n_pos = int(pos.sum())
+    if basis == "rare":
+        nb = n_pos
+    elif basis == "all":
+        nb = m
+    else:  # random / landmark strategies: n_basis rows, default m+
+        nb = fit_kwargs.get("n_basis") or n_pos
+    groups = (_buckets.bucket(n_pos), _buckets.bucket(m - n_pos))
+    if sum(groups) * _buckets.bucket(int(nb)) * X.dtype.itemsize >= STAGED_MIN_BYTES:
+        return _buckets.at_least()
+    return _buckets.at_least(groups=groups, basis=_buckets.bucket(int(nb)),
+                             lams=_buckets.bucket_lams(n_lams))  # fmt: skip
+
+
+def _held_out_auc(model: RankModel, X_test: np.ndarray, pos_test: np.ndarray) -> np.ndarray:
+    """AUC of every λ of ``model`` on the held-out rows, computed on rows padded to a shape
+    bucket (``where`` masks the padding) so that folds of nearly equal sizes share a program."""
+    n = pos_test.size
+    size = _buckets.bucket(n)
+    scores = np.zeros((*np.shape(model.coef)[:-1], size), np.asarray(model.coef).dtype)
+    scores[..., :n] = np.asarray(model.decision_function(X_test))
+    y = np.zeros(size, bool)
+    y[:n] = pos_test
+    keep = np.arange(size) < n
+    auc = metrics.auc(jnp.asarray(y), jnp.asarray(scores), where=jnp.asarray(keep))
+    return np.asarray(auc, dtype=np.float64)
 
 
 def _best(mean: np.ndarray, lams: np.ndarray, sigma2s: np.ndarray | None):
@@ -206,23 +253,23 @@ def select_lambda(
 
     keys = jax.random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)
-    for f in range(k):
-        train = fold != f
-        for s, kernel in enumerate(kernel_list):
-            model = fit(X[train], pos[train], grid, basis=basis, key=keys[f], kernel=kernel,
-                        **fit_kwargs)  # fmt: skip
-            scores = model.decision_function(X[~train])
-            cv[s, f] = np.asarray(metrics.auc(pos[~train], scores), dtype=np.float64)
+    with _shared_buckets(X, pos, grid.size, basis, fit_kwargs):
+        for f in range(k):
+            train = fold != f
+            for s, kernel in enumerate(kernel_list):
+                model = fit(X[train], pos[train], grid, basis=basis, key=keys[f], kernel=kernel,
+                            **fit_kwargs)  # fmt: skip
+                cv[s, f] = _held_out_auc(model, X[~train], pos[~train])
+        mean = cv.mean(axis=1)
+        s_best, l_best = _best(mean, grid, sigma2s)
+        model = None
+        if refit:
+            model = fit(X, pos, float(grid[l_best]), basis=basis, key=keys[k],
+                        kernel=kernel_list[s_best], **fit_kwargs)  # fmt: skip
 
-    mean = cv.mean(axis=1)
     se = cv.std(axis=1, ddof=1) / math.sqrt(k)
-    s_best, l_best = _best(mean, grid, sigma2s)
     best_lam = float(grid[l_best])
     best_sigma2 = None if sigma2s is None else float(sigma2s[s_best])
-    model = None
-    if refit:
-        model = fit(X, pos, best_lam, basis=basis, key=keys[k], kernel=kernel_list[s_best],
-                    **fit_kwargs)  # fmt: skip
     if sigma2s is None:
         cv, mean, se, index = cv[0], mean[0], se[0], l_best
     else:
