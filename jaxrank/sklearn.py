@@ -14,6 +14,13 @@ silently, so put a scaler first (the paper standardises every data set)::
     pipe = Pipeline([("scale", StandardScaler()), ("rank", RankRCClassifier())])
     search = GridSearchCV(pipe, {"rank__lam": 2.0 ** np.arange(-20, 11, 2)}, scoring="roc_auc")
 
+The biclass estimators take any two labels: ``pos_label`` names the rare class (default: the
+minority class; ``classes_[1]`` on an exact 50/50 split), which jaxrank's fitters take as the
+positive class. ``decision_function`` scores ``classes_[1]`` (as scikit-learn's ``roc_auc``
+scoring reads it), shifted by the training-prevalence threshold so that ``predict`` is
+``decision_function > 0``. They pass scikit-learn's ``check_estimator`` with no expected
+failures.
+
 scikit-learn is an optional dependency (``pip install scikit-learn``).
 """
 

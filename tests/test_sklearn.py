@@ -38,17 +38,18 @@ def _run_check(estimator, check):
 
 # scikit-learn's whole check suite with no expected failures (any two labels, predict ==
 # decision_function > 0, batch-independent float32 scores). Each check fits new data shapes and
-# each new shape compiles the solver (~2-5 s on 2 cores): RankRC's suite takes ~70 s of CPU.
-@parametrize_with_checks([RankRCClassifier()])
+# each new shape compiles the solver (~2-5 s on 2 cores): RankRC's suite takes ~70 s of CPU;
+# RANK-RND's (basis size m+, as RankRC) then reuses its compilations (~2 s).
+@parametrize_with_checks([RankRCClassifier(), RandomBasisRankClassifier(random_state=0)])
 def test_sklearn_api(estimator, check):
     _run_check(estimator, check)
 
 
-# RANK-RND and RankSVM compile their own solvers (~1 min each): in the slow set, as are the
-# other estimators' suites (test_sklearn_bases.py, test_sklearn_greedy.py).
+# RankSVM (basis = all rows) compiles its own solvers (~1.5 min of CPU): in the slow set, as are
+# the other estimators' suites (test_sklearn_bases.py, test_sklearn_greedy.py).
 @pytest.mark.slow
-@parametrize_with_checks([RandomBasisRankClassifier(random_state=0), RankSVMClassifier()])
-def test_sklearn_api_slow(estimator, check):
+@parametrize_with_checks([RankSVMClassifier()])
+def test_sklearn_api_ranksvm(estimator, check):
     _run_check(estimator, check)
 
 

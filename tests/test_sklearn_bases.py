@@ -145,7 +145,8 @@ def test_multilevel_predict_thresholds(ordinal):
     np.testing.assert_array_equal(pred, want)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+# float32 compiles its own multi-level solver (~10 s of CPU): in the slow set
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
 def test_multilevel_decision_function_margins(ordinal, dtype):
     # scikit-learn's multiclass contract: decision_function is (n, R) and its argmax is predict;
     # here the cumulative margins D_k = Σ_{j≤k} (f − t_j), D_0 = 0
@@ -197,7 +198,13 @@ def test_multilevel_string_levels_and_majority(ordinal):
     np.testing.assert_array_equal(est.ranking_score(X), ref.ranking_score(X))
     np.testing.assert_array_equal(est.predict(X), np.array(["l0", "l1", "l2"])[ref.predict(X)])
     assert est.score(X, names) == ref.score(X, lv)
+
+
+@pytest.mark.slow  # another basis, another compiled solver (~10 s of CPU)
+def test_multilevel_majority_label(ordinal):
     # majority given as a label: leaves that level out of the basis
+    X, lv = ordinal
+    names = np.array(["l0", "l1", "l2"])[lv]
     top = MultiLevelRankRC(2.0**-6, majority="l1", dtype="float64").fit(X, names)
     model = fit_multilevel(X, lv, 2.0**-6, majority=1, dtype=np.float64)
     np.testing.assert_array_equal(top.model_.basis_index, np.flatnonzero(lv != 1))
