@@ -63,8 +63,8 @@ __all__ = [
     "refit_basis",
 ]
 
-#: Smallest basis of ``basis="auto"`` (module notes; measured in ``bench/keel_wide.py --tune``).
-AUTO_MIN_BASIS = 128
+#: Smallest basis of ``basis="auto"`` (module notes; measured in ``bench/keel_wide_tune.py``).
+AUTO_MIN_BASIS = 256
 
 #: Selection rules of :func:`choose`.
 RULES = ("max", "one_se", "smooth")
