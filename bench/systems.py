@@ -280,8 +280,9 @@ def fit_system(name: str, X, y, hp, *, key, opts: dict):
     if name in ("dopmid-am", "dopmid-qm"):
         n, n_pos = int(np.size(y)), int(np.sum(np.asarray(y) == 1))
         return jaxrank.fit_dopmid(
-            X, y, float(hp) / (n * n_pos), measure=name[-2:], dtype=LINEAR_DTYPE
-        )
+            X, y, float(hp) / (n * n_pos), measure=name[-2:], dtype=LINEAR_DTYPE,
+            feature_map="sum", C_scale="paper",  # the seed's setting the committed run used
+        )  # fmt: skip
     if name == "linsvc-bal":
         from sklearn.svm import LinearSVC
 
