@@ -53,7 +53,13 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     ``min_basis`` rows: never starved when the rare class is small; it is RankRC's basis when
     ``m+ ≥ min_basis``), ``"rare"`` (RankRC, the paper), ``"all"`` (RankSVM, ``O(m²)`` memory).
     ``basis`` names one policy or a tuple of policies to search. The paper's protocol is
-    ``RankRCClassifierCV(basis="rare", sigma2_factors=(1,), rule="max", cv=10)``.
+    ``RankRCClassifierCV(basis="rare", sigma2_factors=(1,), cv=10)`` up to two details of the
+    search (σ² from the heuristic on all training rows, not on each fold; training folds trimmed
+    to equal class counts); :func:`jaxrank.select_lambda` runs it exactly.
+
+    Defaults (basis ``"auto"`` with floor 256, σ² = heuristic × 2^-4 … 2^2, the paper's λ grid,
+    rule ``"max"``) were chosen on six KEEL sets (``bench/keel_wide_tune.py``; the measurements
+    are in the notes of :mod:`jaxrank._cv`).
 
     Args:
       lams: λ grid (default :data:`DEFAULT_LAMS`, ``2^-20 … 2^10``).
