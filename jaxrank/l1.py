@@ -61,11 +61,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _buckets
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
 from jaxrank.bases import resolve_basis
-from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype, objective_closures
+from jaxrank.fit import (
+    ConvergenceWarning,
+    RankModel,
+    _choose_dtype,
+    _gram,
+    _pad_square,
+    objective_closures,
+)
 from jaxrank.losses import get_loss
 from jaxrank.solver import Status, status_code
 
@@ -294,20 +302,30 @@ def fista_l1(
     return out.x, info
 
 
-def _lipschitz(hvp, lin, n: int, dt, steps: int = 20) -> jax.Array:
-    # Power iteration on the Hessian at the start: a starting L for the backtracking.
+def _lipschitz(hvp, lin, n: int, dt, steps: int = 20, n_real=None) -> jax.Array:
+    # Power iteration on the Hessian at the start: a starting L for the backtracking. With a
+    # padded basis (n_real < n real coordinates, dynamic) the start vector is zero on the
+    # padding, which the block-diagonal Hessian then never reaches: the same L as unpadded.
     def step(_, v):
         hv = hvp(lin, v)
         return hv / jnp.maximum(jnp.linalg.norm(hv), jnp.finfo(dt).tiny)
 
-    v = jax.lax.fori_loop(0, steps, step, jnp.ones((n,), dt) / math.sqrt(n))
+    if n_real is None:
+        v0 = jnp.ones((n,), dt) / math.sqrt(n)
+    else:
+        v0 = jnp.where(jnp.arange(n) < n_real, 1, 0).astype(dt) / jnp.sqrt(jnp.asarray(n_real, dt))
+    v = jax.lax.fori_loop(0, steps, step, v0)
     return jnp.maximum(jnp.linalg.norm(hvp(lin, v)), jnp.finfo(dt).tiny)
 
 
-@functools.partial(jax.jit, static_argnames=("n_pos", "n_neg", "block", "path"))
-def _solve(K, Krr, mus, lam, beta0, loss, tol, floor, max_iter, *, n_pos, n_neg, block, path):
-    fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
-    L0 = _lipschitz(hvp, fun(jnp.zeros_like(beta0[0]))[2], beta0.shape[1], K.dtype)
+@functools.partial(jax.jit, static_argnames=("sizes", "block", "path"))
+def _solve(K, Krr, mus, lam, beta0, loss, tol, floor, max_iter, counts, *, sizes, block, path):
+    # counts: (n_pos, n_neg, 1/(n_pos n_neg), n_basis), traced; sizes: the padded (P, N)
+    n_pos, n_neg, inv_pairs, nb = counts
+    fun, hvp = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block, sizes=sizes,
+                                  inv_pairs=inv_pairs)  # fmt: skip
+    lin0 = fun(jnp.zeros_like(beta0[0]))[2]
+    L0 = _lipschitz(hvp, lin0, beta0.shape[1], K.dtype, n_real=nb)
 
     def single(mu, b0):
         return fista_l1(fun, b0, mu, L0=L0, tol=tol, floor=floor, max_iter=max_iter)
@@ -325,9 +343,11 @@ def _solve(K, Krr, mus, lam, beta0, loss, tol, floor, max_iter, *, n_pos, n_neg,
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("n_pos", "n_neg", "block"))
-def _grad0(K, Krr, lam, loss, *, n_pos, n_neg, block):
-    fun, _ = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
+@functools.partial(jax.jit, static_argnames=("sizes", "block"))
+def _grad0(K, Krr, lam, loss, counts, *, sizes, block):
+    n_pos, n_neg, inv_pairs, _ = counts
+    fun, _ = objective_closures(K, Krr, lam, loss, n_pos, n_neg, block, sizes=sizes,
+                                inv_pairs=inv_pairs)  # fmt: skip
     return fun(jnp.zeros((K.shape[1],), K.dtype))[1]
 
 
@@ -356,31 +376,57 @@ class L1Model(RankModel):
         )
 
 
-def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget):
-    """Kernel block over [positives; negatives; padding], ``K_RR`` and the float gradient floor
-    (as :func:`jaxrank.fit.fit_rows` builds them)."""
+class _Setup(NamedTuple):
+    dt: Any
+    idx: np.ndarray
+    kernel: Any
+    block: int
+    B: jax.Array  # (|R|, d) real basis rows
+    K: jax.Array  # (m_pad, nb_pad) block, rows [positives; pad; negatives; pad; pad]
+    Krr: jax.Array  # (nb_pad, nb_pad): [[K_RR, 0], [0, s I]]
+    floor: float
+    sizes: tuple[int, int]  # padded (P, N)
+    counts: tuple  # (n_pos, n_neg, 1/(n_pos n_neg), |R|): dynamic arguments of the solvers
+
+
+def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget) -> _Setup:
+    """Kernel block, ``K_RR`` and the float gradient floor as :func:`jaxrank.fit.fit_rows`
+    builds them: classes and basis padded to shape buckets (:mod:`jaxrank._buckets`; padded
+    rows enter no pair, padded basis columns are zero with an identity block in ``K_RR``), so a
+    new size inside the buckets compiles nothing."""
     dt = np.dtype(_choose_dtype(X, dtype))
     check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
     kernel = _kernels.resolve_kernel(kernel, X)
     nb = idx.size
-    block = _kernels.product_block(X.shape[0])
-    rows, n_chunks = _kernels.chunk_rows(X.shape[0], nb, dt.itemsize, block)
+    n_pos = int(pos.sum())
+    n_neg = int(pos.size - n_pos)
+    P, N = _buckets.bucket(n_pos), _buckets.bucket(n_neg)
+    nb_pad = _buckets.bucket(nb)
+    block = _kernels.product_block(P + N)
+    rows, n_chunks = _kernels.chunk_rows(P + N, nb_pad, dt.itemsize, block)
     _kernels.check_memory(
-        (rows * n_chunks + nb) * nb * dt.itemsize,
+        (rows * n_chunks + nb_pad) * nb_pad * dt.itemsize,
         memory_budget,
         f"the kernel block ({X.shape[0]} x {nb})",
     )
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    Xd = jnp.asarray(X, dt)
-    B = Xd[jnp.asarray(idx)]
-    K = _kernels.kernel_block(kernel, Xd[jnp.asarray(order)], B, padded=True, multiple=block)
-    Krr = kernel(B, B)
+    Xn = np.asarray(X, dt)
+    Xo = np.zeros((rows * n_chunks, Xn.shape[1]), dt)
+    Xo[:n_pos] = Xn[pos]
+    Xo[P : P + n_neg] = Xn[~pos]
+    Bp = np.zeros((nb_pad, Xn.shape[1]), dt)
+    Bp[:nb] = Xn[idx]
+    K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
+    Krr_n = np.asarray(_gram(kernel, _buckets.put(Bp)))[:nb, :nb]
+    scale = float(np.mean(np.diag(Krr_n).astype(np.float64)))
+    scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+    Krr = _buckets.put(_pad_square(Krr_n, nb_pad, scale))
     # Rounding error of the two-level gradient sum, as in fit_rows: below it r is noise.
-    kmax = float(jnp.max(jnp.abs(jnp.diag(Krr))))
+    kmax = float(np.max(np.abs(np.diag(Krr_n))))
     depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)
     floor = float(np.finfo(dt).eps) * depth * max(kmax, 1.0)
-    return dt, idx, kernel, block, B, K, Krr, floor
+    counts = (n_pos, n_neg, 1.0 / (n_pos * n_neg), nb)
+    return _Setup(dt, idx, kernel, block, _buckets.put(Bp[:nb]), K, Krr, floor, (P, N), counts)
 
 
 def _check_elastic(lam) -> float:
@@ -403,13 +449,11 @@ def l1_max(
     X, pos = check_X_y(X, y)
     lam = _check_elastic(lam)
     _check_loss(loss, eps)
-    dt, _, _, block, _, K, Krr, _ = _setup(X, pos, basis, key, n_basis, kernel, dtype,
-                                           memory_budget)  # fmt: skip
-    n_pos = int(pos.sum())
-    lossfn = jax.tree.map(lambda v: jnp.asarray(v, dt), get_loss(loss, eps))
-    g = _grad0(K, Krr, jnp.asarray(lam, dt), lossfn, n_pos=n_pos, n_neg=int(pos.size - n_pos),
-               block=block)  # fmt: skip
-    return float(jnp.max(jnp.abs(g)))
+    st = _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget)
+    lossfn = jax.tree.map(lambda v: _buckets.put(v, st.dt), get_loss(loss, eps))
+    g = _grad0(st.K, st.Krr, _buckets.put(lam, st.dt), lossfn, st.counts, sizes=st.sizes,
+               block=st.block)  # fmt: skip
+    return float(np.max(np.abs(np.asarray(g))))
 
 
 def _check_loss(loss, eps):
@@ -498,46 +542,51 @@ def fit_l1(
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}.")
     if path not in ("batch", "warm"):
         raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
-    dt, idx, kernel, block, B, K, Krr, floor = _setup(
-        X, pos, basis, key, n_basis, kernel, dtype, memory_budget
-    )
-    nb = idx.size
+    st = _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget)
+    dt, idx, nb = st.dt, st.idx, st.idx.size
+    nb_pad = st.Krr.shape[0]
     L = mus.size
-    if init is None:
-        beta0 = jnp.zeros((L, nb), dt)
-    else:
+    beta0 = np.zeros((L, nb_pad), dt)
+    if init is not None:
         init = np.asarray(init, dt)
         if init.shape not in ((nb,), (L, nb)) or not np.all(np.isfinite(init)):
             raise ValueError(
                 f"init must be finite with shape ({nb},) or ({L}, {nb}), got {init.shape}."
             )
-        beta0 = jnp.broadcast_to(jnp.asarray(init), (L, nb))
-    sort = np.argsort(-mus, kind="stable") if path == "warm" else np.arange(L)
-    n_pos = int(pos.sum())
+        beta0[:, :nb] = init
+    # the μ count to its bucket: extra members repeat the largest μ (batch; the fastest) or
+    # the smallest (warm: last, started at its own solution), and are dropped below
+    L_pad = _buckets.bucket_lams(L)
+    if path == "warm":
+        sort = np.argsort(-mus, kind="stable")
+        sort = np.concatenate([sort, np.full(L_pad - L, sort[-1])])
+    else:
+        sort = np.concatenate([np.arange(L), np.full(L_pad - L, int(np.argmax(mus)))])
+    put = _buckets.put
     betas, info = _solve(
-        K, Krr, jnp.asarray(mus[sort], dt), jnp.asarray(lam, dt), beta0[jnp.asarray(sort)],
-        jax.tree.map(lambda v: jnp.asarray(v, dt), get_loss(loss, eps)), jnp.asarray(tol, dt),
-        jnp.asarray(floor, dt), jnp.asarray(max_iter, jnp.int32), n_pos=n_pos,
-        n_neg=int(pos.size - n_pos), block=block, path=path,
+        st.K, st.Krr, put(mus[sort], dt), put(lam, dt), put(beta0[sort]),
+        jax.tree.map(lambda v: put(v, dt), get_loss(loss, eps)), put(tol, dt),
+        put(st.floor, dt), put(max_iter, np.int32), st.counts, sizes=st.sizes, block=st.block,
+        path=path,
     )  # fmt: skip
-    unsort = jnp.asarray(np.argsort(sort))
-    betas = betas[unsort]
-    info = jax.tree.map(lambda a: a[unsort], info)
-    _warn_status(info, mus, tol, floor)
+    unsort = np.argsort(sort[:L])
+    betas = np.asarray(betas)[unsort, :nb]
+    info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
+    _warn_status(info, mus, tol, st.floor)
     if scalar:
         betas = betas[0]
         info = jax.tree.map(lambda a: a[0], info)
     shape = () if scalar else (L,)
     return L1Model(
-        basis=B,
-        coef=betas,
-        lam=jnp.full(shape, lam, dt),
-        kernel=kernel,
-        info=info,
-        basis_index=jnp.asarray(idx.astype(np.int32)),
+        basis=st.B,
+        coef=put(betas),
+        lam=put(np.full(shape, lam), dt),
+        kernel=st.kernel,
+        info=jax.tree.map(put, info),
+        basis_index=put(idx, np.int32),
         loss=loss,
         eps=float(eps),
-        l1=jnp.asarray(mus[0] if scalar else mus, dt),
+        l1=put(mus[0] if scalar else mus, dt),
     )
 
 

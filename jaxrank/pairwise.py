@@ -281,8 +281,10 @@ def _windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=N
     lo = _loss_col(loss.lo, dt)
     # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
     # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
-    a = _searchsorted_rows(fp_sorted, fn + lo, n_valid)
-    b = _searchsorted_rows(fp_sorted, fn + 1, n_valid)
+    # both boundaries in one search: the cell table is built once, and the program holds one
+    # copy of the search (its two branches) instead of two (compile time, issue 16)
+    ab = _searchsorted_rows(fp_sorted, jnp.concatenate([fn + lo, fn + 1], axis=1), n_valid)
+    a, b = ab[:, : fn.shape[1]], ab[:, fn.shape[1] :]
     sp = fp_sorted - shift
     fn = fn - shift
     active = b > a

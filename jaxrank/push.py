@@ -47,7 +47,7 @@ multiplied by zero: it is set to 0 there.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -62,6 +62,7 @@ from jaxrank.losses import PiecewiseQuadratic
 from jaxrank.pairwise import (
     Windows,
     _batched,
+    _counts,
     _flat_take,
     _loss_col,
     _prefix,
@@ -102,10 +103,24 @@ class PushLin(NamedTuple):
     qw: jax.Array
 
 
-def _value_and_grad_b(fp, fn, loss, p):
-    w = _windows_b(fp, fn, loss)
+def _sizes(fp, fn, counts, dt):
+    # the normalisers m+, m− ((B, 1) columns of the real counts when padded) and, when padded,
+    # the masks of the real sorted positives and real negatives
+    if counts is None:
+        return jnp.asarray(fp.shape[1], dt), jnp.asarray(fn.shape[1], dt), None, None
+    n_pos, n_neg = (jnp.asarray(c, jnp.int32).reshape(-1, 1) for c in counts)
+    vp = jnp.arange(fp.shape[1], dtype=jnp.int32)[None, :] < n_pos
+    vn = jnp.arange(fn.shape[1], dtype=jnp.int32)[None, :] < n_neg
+    return n_pos.astype(dt), n_neg.astype(dt), vp, vn
+
+
+def _value_and_grad_b(fp, fn, loss, p, counts=None):
+    # counts: as in jaxrank.pairwise.value_and_grad (padded entries enter no pair; their
+    # gradient entries are exact zeros)
+    w = _windows_b(fp, fn, loss, counts=counts)
     dt = fp.dtype
-    n_pos, n_neg = fp.shape[1], fn.shape[1]
+    m_pos, m_neg, vp, vn = _sizes(fp, fn, counts, dt)
+    n_pos = fp.shape[1]  # bins of the window sums
     q = _loss_col(loss.q, dt)
     c = _loss_col(loss.c, dt)
     p = _loss_col(p, dt)
@@ -121,14 +136,16 @@ def _value_and_grad_b(fp, fn, loss, p):
     S = af * (c + w.fn) - P1a + q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
     G = -(af + 2 * q * (nqn * one_u - S1))
     # S_j ≥ 0 exactly; the prefix-sum differences can leave −rounding, which s^p cannot take.
-    s = jnp.maximum(S, 0) / jnp.asarray(n_pos, dt)
-    value = _row_sum(s**p) / jnp.asarray(n_neg, dt)
-    wt = p * s ** (p - 1) / jnp.asarray(n_pos * n_neg, dt)
+    s = jnp.maximum(S, 0) / m_pos
+    value = _row_sum(s**p) / m_neg.reshape(-1)  # a padded negative: S_j = 0, adds 0^p = 0
+    wt = p * s ** (p - 1) / (m_pos * m_neg)
+    if vn is not None:
+        wt = jnp.where(vn, wt, 0)  # 0^0 = 1 at p = 1: no weight for padded negatives
     grad_neg = -wt * G
     # Window sums of w_j are taken about their mean: equal weights (p = 1, or many s_j alike)
     # would otherwise accumulate a systematic float32 rounding bias over the m− additions,
     # while the counts nl, nq of the windows are exact integers.
-    wbar = jnp.mean(wt, axis=-1, keepdims=True)
+    wbar = jnp.sum(wt, axis=-1, keepdims=True) / m_neg
     wc = wt - wbar
     lin_sum, quad_sum = _window_sums(
         w.a,
@@ -142,14 +159,17 @@ def _value_and_grad_b(fp, fn, loss, p):
     grad_sorted = -(lin_sum[..., 0] + wbar * w.nl.astype(dt)) - 2 * q * (
         quad_sum[..., 1] - qw * w.sp
     )
+    if vp is not None:  # padded positives sort last; their running sums hold only rounding
+        grad_sorted = jnp.where(vp, grad_sorted, 0)
     lin = PushLin(windows=w, s=s, G=G, w=wt, qw=qw)
     return value, _unsort(w.order, grad_sorted), grad_neg, lin
 
 
-def _hvp_b(lin: PushLin, dp, dn, loss, p):
+def _hvp_b(lin: PushLin, dp, dn, loss, p, counts=None):
     w = lin.windows
     dt = dp.dtype
-    n_pos, n_neg = dp.shape[1], dn.shape[1]
+    m_pos, m_neg, vp, _ = _sizes(dp, dn, counts, dt)
+    n_pos = dp.shape[1]  # bins of the window sums
     q = _loss_col(loss.q, dt)
     p = _loss_col(p, dt)
     ds = jnp.take_along_axis(dp, w.order, axis=-1)
@@ -163,7 +183,7 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p):
     dot = -Da - 2 * q * (one_u * DQ - SQ) - lin.G * dn
     pos = lin.s > 0
     curv = jnp.where(pos, p * (p - 1) * jnp.where(pos, lin.s, 1) ** (p - 2), 0)
-    cj = curv * dot / jnp.asarray(n_pos * n_pos * n_neg, dt)
+    cj = curv * dot / (m_pos * m_pos * m_neg)
     h_neg = -cj * lin.G + 2 * q * lin.w * ((w.b - w.a).astype(dt) * dn - DQ)
     # Per sorted positive k: Σ_j c_j ℓ'_kj + 2q Σ_{j∈Q(k)} w_j (d_k − d_j), with ℓ'_kj = −1 on
     # the linear window and −2q (1 + u_j − s_k) on the quadratic one.
@@ -185,6 +205,8 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p):
         + 2 * q * (quad_sum[..., 0] * w.sp - quad_sum[..., 1])
         + 2 * q * lin.qw * ds
     )
+    if vp is not None:
+        h_sorted = jnp.where(vp, h_sorted, 0)
     return _unsort(w.order, h_sorted), h_neg
 
 
@@ -193,7 +215,7 @@ _push_hvp = _batched(_hvp_b)
 
 
 def push_value_and_grad(
-    fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, p
+    fp: jax.Array, fn: jax.Array, loss: PiecewiseQuadratic, p, n_pos=None, n_neg=None
 ) -> tuple[jax.Array, jax.Array, jax.Array, PushLin]:
     """The p-norm push ``P(f) = 1/m− Σ_j (S_j/m+)^p`` and its score gradient (module notes).
 
@@ -207,6 +229,8 @@ def push_value_and_grad(
       fn: negative scores ``(m−,)``.
       loss: the piece boundaries of a convex ``ℓ ≥ 0`` (smoothed or squared hinge).
       p: the push exponent, ``p ≥ 1`` (a scalar; dynamic).
+      n_pos, n_neg: optional real counts (dynamic): the entries beyond are padding (shape
+        buckets) and enter no pair; ``m+``, ``m−`` above are these counts.
 
     Returns:
       ``(value, grad_pos, grad_neg, lin)``: ``P(f)``, ``(m+,)`` and ``(m−,)`` gradients, and
@@ -221,12 +245,13 @@ def push_value_and_grad(
       2.03125
     """
     dt = jnp.result_type(fp)
-    return _push_value_and_grad(fp, fn, loss, jnp.asarray(p, dt))
+    return _push_value_and_grad(fp, fn, loss, jnp.asarray(p, dt), _counts(n_pos, n_neg))
 
 
 def push_hvp(
-    lin: PushLin, dp: jax.Array, dn: jax.Array, loss: PiecewiseQuadratic, p
-) -> tuple[jax.Array, jax.Array]:
+    lin: PushLin, dp: jax.Array, dn: jax.Array, loss: PiecewiseQuadratic, p, n_pos=None,
+    n_neg=None,
+) -> tuple[jax.Array, jax.Array]:  # fmt: skip
     """Exact Hessian-vector product of the p-norm push in score space, reusing ``lin``.
 
     Gauss-Newton part ``p(p−1) s_j^{p−2} (∇s_j·d) ∇s_j`` plus the second-order part
@@ -239,12 +264,13 @@ def push_hvp(
       dn: direction on the negatives ``(m−,)``.
       loss: the loss given to :func:`push_value_and_grad`.
       p: the same exponent.
+      n_pos, n_neg: the same counts.
 
     Returns:
       ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
     """
     dt = jnp.result_type(dp)
-    return _push_hvp(lin, dp, dn, loss, jnp.asarray(p, dt))
+    return _push_hvp(lin, dp, dn, loss, jnp.asarray(p, dt), _counts(n_pos, n_neg))
 
 
 def push_objective_closures(
@@ -252,10 +278,11 @@ def push_objective_closures(
     Krr,
     lam,
     loss: PiecewiseQuadratic,
-    n_pos: int,
-    n_neg: int,
+    n_pos,
+    n_neg,
     p,
     block: int | None = None,
+    sizes: tuple[int, int] | None = None,
 ):
     """``(fun, hvp)`` of ``F(β) = P(K_{·R} β) + (λ/2) βᵀ K_RR β`` for
     :func:`~jaxrank.solver.trust_ncg`, shaped like :func:`jaxrank.fit.objective_closures`.
@@ -270,6 +297,8 @@ def push_objective_closures(
       p: push exponent ``p ≥ 1``.
       block: rows per block of the two-level transpose product (must divide ``m_pad``);
         ``None``: one plain product.
+      sizes: ``(P, N)`` rows of each class in ``K`` when padded to shape buckets (the counts
+        may then be traced), as in :func:`jaxrank.fit.objective_closures`.
 
     Returns:
       ``fun(β) -> (F, ∇F, (lin, None))`` and ``hvp((lin, None), v) -> ∇²F v``; each costs two
@@ -278,7 +307,9 @@ def push_objective_closures(
     dt = K.dtype
     lam = jnp.asarray(lam, dt)
     p = jnp.asarray(p, dt)
-    pad = K.shape[0] - n_pos - n_neg
+    P, N = (n_pos, n_neg) if sizes is None else sizes
+    counts = () if sizes is None else (n_pos, n_neg)
+    pad = K.shape[0] - P - N
 
     def rmat(gp, gn):
         g = jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)])
@@ -288,14 +319,14 @@ def push_objective_closures(
 
     def fun(beta):
         f = _kernels.matmul(K, beta)
-        value, gp, gn, lin = push_value_and_grad(f[:n_pos], f[n_pos : n_pos + n_neg], loss, p)
+        value, gp, gn, lin = push_value_and_grad(f[:P], f[P : P + N], loss, p, *counts)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value + 0.5 * lam * jnp.vdot(beta, kb)
         return F, rmat(gp, gn) + lam * kb, (lin, None)
 
     def hvp(lin, v):
         d = _kernels.matmul(K, v)
-        hp, hn = push_hvp(lin[0], d[:n_pos], d[n_pos : n_pos + n_neg], loss, p)
+        hp, hn = push_hvp(lin[0], d[:P], d[P : P + N], loss, p, *counts)
         return rmat(hp, hn) + lam * jnp.matmul(Krr, v, precision=_HI)
 
     return fun, hvp
@@ -305,8 +336,9 @@ def push_objective_closures(
 @dataclasses.dataclass(frozen=True)
 class _Push:
     """Row layout [positives; negatives; padding] of the p-norm push objective. Static and
-    hashable (the shared solver :func:`jaxrank.fit._solve` compiles per layout), so ``p`` is
-    static here: a new ``p`` compiles once, a new λ does not.
+    hashable except for the class counts, which are traced leaves (the shared solver
+    :func:`jaxrank.fit._solve` compiles per padded size), so ``p`` is static here: a new ``p``
+    compiles once, a new λ or a new size inside the buckets does not.
 
     ``groups``, ``pairs`` and ``curvature`` serve the spectral preconditioner of
     :func:`jaxrank.fit.fit` (``M = λ(K_RR + δI) + cG`` with ``G`` the mean pair outer product
@@ -317,9 +349,17 @@ class _Push:
     uses it; at ``p = 1`` it is RankRC's ``2q |Q| / (m+ m−)``.
     """
 
-    n_pos: int = dataclasses.field(metadata=dict(static=True))
-    n_neg: int = dataclasses.field(metadata=dict(static=True))
+    n_pos: Any  # real class counts: pytree leaves, traced in the solver
+    n_neg: Any
     p: float = dataclasses.field(metadata=dict(static=True))
+    size_pos: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    size_neg: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+
+    def __post_init__(self):
+        if self.size_pos is None:
+            object.__setattr__(self, "size_pos", int(self.n_pos))
+        if self.size_neg is None:
+            object.__setattr__(self, "size_neg", int(self.n_neg))
 
     @property
     def groups(self) -> tuple[int, ...]:
@@ -327,17 +367,19 @@ class _Push:
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        return (self.n_pos, self.n_neg)
+        return (self.size_pos, self.size_neg)
 
     def padded(self, sizes) -> _Push:
-        return self
+        """This layout with the classes padded to ``sizes`` rows (shape buckets)."""
+        return _Push(self.n_pos, self.n_neg, self.p, *(int(v) for v in sizes))
 
     pairs = ((0, 1),)
 
     def closures(self, K, Krr, lam, loss, block, jacobi):
         if jacobi:
             raise ValueError("precondition='jacobi' is not available for the p-norm push.")
-        return push_objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, self.p, block)
+        return push_objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, self.p, block,
+                                       sizes=self.sizes)  # fmt: skip
 
     def curvature(self, lin, loss):
         pl = lin[0]
@@ -347,7 +389,8 @@ class _Push:
         second = 2 * jnp.asarray(loss.q, dt) * jnp.sum(pl.w * nq)
         pos = pl.s > 0
         curv = jnp.where(pos, p * (p - 1) * jnp.where(pos, pl.s, 1) ** (p - 2), 0)
-        gn = jnp.sum(curv * pl.G * pl.G) / jnp.asarray(self.n_pos * self.n_pos * self.n_neg, dt)
+        n_pos, n_neg = jnp.asarray(self.n_pos, dt), jnp.asarray(self.n_neg, dt)
+        gn = jnp.sum(curv * pl.G * pl.G) / (n_pos * n_pos * n_neg)
         return second + gn
 
 

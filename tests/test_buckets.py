@@ -183,3 +183,40 @@ def test_stream_matvec_buckets_equal_exact():
     got = kernels.stream_matvec(k, X, B, coef)
     np.testing.assert_allclose(got, want, rtol=1e-13)
     np.testing.assert_allclose(kernels.stream_matvec(k, X, B, coef[0]), want[0], rtol=1e-13)
+
+
+def test_push_padded_equals_unpadded_and_reuses_the_solver(data):
+    X, y = data
+    lams = [1e-2, 1e-1, 1e-3]
+    padded, exact = _fit_both(X, y, lams, p=4.0)
+    np.testing.assert_array_equal(padded.info.iterations, exact.info.iterations)
+    np.testing.assert_allclose(padded.info.objective, exact.info.objective, rtol=1e-12)
+    np.testing.assert_allclose(padded.decision_function(X), exact.decision_function(X),
+                               rtol=0, atol=1e-9)  # fmt: skip
+    X2, y2 = _data(160, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        with count_compiles() as n:
+            jaxrank.fit(X2, y2, [0.3, 3e-3], p=4.0, tol=1e-5, **F64).decision_function(X2[:37])
+    assert n == {"traces": 0, "compiles": 0}
+
+
+def test_l1_padded_equals_unpadded_and_reuses_the_solver(data):
+    from jaxrank.l1 import _solve as l1_solve
+    from jaxrank.l1 import fit_l1
+
+    X, y = data
+    mus = [1e-2, 1e-3, 3e-3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        padded = fit_l1(X, y, l1=mus, **F64)
+        with _buckets.disabled():
+            exact = fit_l1(X, y, l1=mus, **F64)
+        np.testing.assert_array_equal(padded.info.iterations, exact.info.iterations)
+        np.testing.assert_array_equal(padded.info.n_nonzero, exact.info.n_nonzero)
+        np.testing.assert_allclose(padded.info.objective, exact.info.objective, rtol=1e-12)
+        np.testing.assert_allclose(padded.coef, exact.coef, rtol=0, atol=1e-11)
+        before = l1_solve._cache_size()
+        X2, y2 = _data(160, 1)
+        fit_l1(X2, y2, l1=[2e-2, 5e-3, 1e-3, 4e-3], tol=1e-5, max_iter=300, **F64)
+    assert l1_solve._cache_size() == before
