@@ -34,10 +34,10 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
-import jaxrank  # noqa: E402
-from jaxrank import datasets  # noqa: E402
+import jaxrank
+from jaxrank import datasets
 
 #: (module, attribute) of every jitted function a fit runs (missing ones are skipped, so the
 #: script also runs on older versions of jaxrank for a before/after comparison).
@@ -157,7 +157,7 @@ def main(argv=None):
                 lower_s=t_lower,
                 compile_s=t_compile,
                 hlo_chars=len(lowered.as_text()),
-            )  # fmt: skip
+            )
         )
     result = dict(
         bench="compile_times",
