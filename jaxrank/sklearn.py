@@ -55,28 +55,40 @@ __all__ = [
     "SparseAUCClassifier",
 ]
 
-# Rows per scoring call: every row is scored inside a block of exactly this many rows.
-_SCORE_ROWS = 1024
+# Kernel entries k(x, basis_r) per scoring call: 4096 rows for up to 256 basis rows, fewer for
+# larger bases, so one row scored alone costs at most ~1M kernel entries.
+_SCORE_ENTRIES = 2**20
+
+
+def _block_rows(model) -> int:
+    """Rows per scoring block for ``model``: a power of two in [64, 4096], ≈ 2²⁰ / n_basis.
+
+    A function of the model alone (never of the rows scored), so every row of every call goes
+    through the same compiled program."""
+    rows = _SCORE_ENTRIES // max(int(model.n_basis), 1)
+    return int(min(4096, max(64, 2 ** (max(rows, 1).bit_length() - 1))))
 
 
 def _scores(model, X) -> np.ndarray:
     """``model.decision_function(X)`` as float64, evaluated in zero-padded blocks of exactly
-    ``_SCORE_ROWS`` rows.
+    :func:`_block_rows` rows.
 
     scikit-learn asks that a row's score not depend on the batch it is scored in
     (``check_methods_subset_invariance``, atol 1e-7). XLA picks different product kernels for
     different row counts, so in float32 a row scored alone and in a batch differed by ~1e-6; one
     fixed shape makes each row's score a function of that row alone (and compiles once per
-    model, whatever the number of rows). float64 output so that a threshold halfway between two
-    float32 scores is exact (see :func:`_midpoint`).
+    model, whatever the number of rows). Measured on 2 shared CPU cores (200 basis rows,
+    4096-row blocks): 2·10⁵ rows in 1.0-1.4x the time of one direct call, one row in ~2 ms
+    against ~0.2 ms. float64
+    output so that a threshold halfway between two float32 scores is exact (:func:`_midpoint`).
     """
+    rows = _block_rows(model)
     n = X.shape[0]
-    blocks = -(-n // _SCORE_ROWS)
-    Xp = np.zeros((blocks * _SCORE_ROWS, X.shape[1]), X.dtype)
+    Xp = np.zeros((-(-n // rows) * rows, X.shape[1]), X.dtype)
     Xp[:n] = X
     out = [
-        np.asarray(model.decision_function(Xp[i : i + _SCORE_ROWS]), np.float64)
-        for i in range(0, Xp.shape[0], _SCORE_ROWS)
+        np.asarray(model.decision_function(Xp[i : i + rows]), np.float64)
+        for i in range(0, Xp.shape[0], rows)
     ]
     return np.concatenate(out)[:n]
 

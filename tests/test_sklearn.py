@@ -20,16 +20,24 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import jaxrank
 from jaxrank import datasets, metrics
 from jaxrank.sklearn import (
-    _SCORE_ROWS,
     RandomBasisRankClassifier,
     RankRCClassifier,
     RankSVMClassifier,
+    _block_rows,
     _midpoint,
     _scores,
 )
 
 
-def _run_check(estimator, check):
+def sklearn_checks(estimators):
+    """``parametrize_with_checks(estimators)`` (no expected failures), its cases as a list:
+    scikit-learn 1.6 hands pytest a generator, which pytest 9 deprecates."""
+    mark = parametrize_with_checks(estimators)
+    argnames, argvalues = mark.args
+    return pytest.mark.parametrize(argnames, list(argvalues), **mark.kwargs)
+
+
+def run_check(estimator, check):
     with warnings.catch_warnings():
         # several checks fit random labels or far-from-centred data at the default λ
         warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
@@ -40,17 +48,17 @@ def _run_check(estimator, check):
 # decision_function > 0, batch-independent float32 scores). Each check fits new data shapes and
 # each new shape compiles the solver (~2-5 s on 2 cores): RankRC's suite takes ~70 s of CPU;
 # RANK-RND's (basis size m+, as RankRC) then reuses its compilations (~2 s).
-@parametrize_with_checks([RankRCClassifier(), RandomBasisRankClassifier(random_state=0)])
+@sklearn_checks([RankRCClassifier(), RandomBasisRankClassifier(random_state=0)])
 def test_sklearn_api(estimator, check):
-    _run_check(estimator, check)
+    run_check(estimator, check)
 
 
 # RankSVM (basis = all rows) compiles its own solvers (~1.5 min of CPU): in the slow set, as are
 # the other estimators' suites (test_sklearn_bases.py, test_sklearn_greedy.py).
 @pytest.mark.slow
-@parametrize_with_checks([RankSVMClassifier()])
+@sklearn_checks([RankSVMClassifier()])
 def test_sklearn_api_ranksvm(estimator, check):
-    _run_check(estimator, check)
+    run_check(estimator, check)
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +142,16 @@ def test_shift_keeps_ranking_and_auc(data, dtype):
     assert float(metrics.auc(y, dec)) == pytest.approx(float(metrics.auc(y, raw)), abs=1e-12)
     # on the training rows: as many predicted rare as there are rare rows (no ties here)
     assert np.unique(raw).size == 120 and np.sum(est.predict(X) == 1) == 30
+
+
+def test_block_rows():
+    # a power of two in [64, 4096], about 2^20 kernel entries per block, from the model alone
+    class M:
+        def __init__(self, n_basis):
+            self.n_basis = n_basis
+
+    got = [_block_rows(M(p)) for p in (1, 30, 256, 257, 1000, 2**14, 10**5, 10**7)]
+    assert got == [4096, 4096, 4096, 2048, 1024, 64, 64, 64]
 
 
 def test_threshold_between_adjacent_floats():
@@ -324,9 +342,11 @@ def test_subset_invariance_float32(data):
     # across scoring blocks (rows are scored in zero-padded blocks of one fixed size)
     X, y = data
     est = RankRCClassifier().fit(X, y)
-    big = np.concatenate([X, datasets.make_rare_class(_SCORE_ROWS + 30, 0.5, 0.75, seed=2)[0]])
+    block = _block_rows(est.model_)
+    assert block == 4096  # 30 basis rows
+    big = np.concatenate([X, datasets.make_rare_class(block + 30, 0.5, 0.75, seed=2)[0]])
     full = est.decision_function(big)
-    rows = [0, 7, 119, _SCORE_ROWS - 1, _SCORE_ROWS, big.shape[0] - 1]
+    rows = [0, 7, 119, block - 1, block, big.shape[0] - 1]
     alone = np.concatenate([est.decision_function(big[i : i + 1]) for i in rows])
     np.testing.assert_array_equal(alone, full[rows])
     np.testing.assert_array_equal(est.decision_function(big[5:40]), full[5:40])

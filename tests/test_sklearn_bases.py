@@ -13,7 +13,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from test_sklearn import run_check, sklearn_checks
 
 import jaxrank
 from jaxrank import datasets, metrics
@@ -22,19 +22,12 @@ from jaxrank.multilevel import fit_multilevel, make_ordinal
 from jaxrank.sklearn import MultiLevelRankRC, NystromRankClassifier
 
 
-def _run_check(estimator, check):
-    with warnings.catch_warnings():
-        # several checks fit random labels or far-from-centred data at the default λ
-        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
-        check(estimator)
-
-
 # scikit-learn's whole check suite, no expected failures. Each check fits new shapes and
 # compiles new solvers: ~1-2 min per suite on 2 cores.
 @pytest.mark.slow
-@parametrize_with_checks([NystromRankClassifier(random_state=0), MultiLevelRankRC()])
+@sklearn_checks([NystromRankClassifier(random_state=0), MultiLevelRankRC()])
 def test_sklearn_api(estimator, check):
-    _run_check(estimator, check)
+    run_check(estimator, check)
 
 
 @pytest.fixture(scope="module")

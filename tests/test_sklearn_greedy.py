@@ -1,8 +1,6 @@
 """SparseAUCClassifier (jaxrank.sklearn over jaxrank.greedy.fit_greedy): scikit-learn API checks,
 agreement with fit_greedy, determinism, errors."""
 
-import warnings
-
 import jax
 import numpy as np
 import pytest
@@ -13,28 +11,20 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from test_sklearn import run_check, sklearn_checks
 
-import jaxrank
 from jaxrank import datasets, metrics
 from jaxrank.greedy import fit_greedy
 from jaxrank.sklearn import SparseAUCClassifier, _scores
-
-
-def _run_check(estimator, check):
-    with warnings.catch_warnings():
-        # several checks fit random labels or far-from-centred data at the default λ
-        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
-        check(estimator)
 
 
 # scikit-learn's whole check suite, no expected failures. Every check fits new shapes and each
 # compiles the candidate scorer and the solver (~10 s on 2 cores): the whole suite takes
 # minutes, so it runs in the slow set.
 @pytest.mark.slow
-@parametrize_with_checks([SparseAUCClassifier(kappa=10, random_state=0)])
+@sklearn_checks([SparseAUCClassifier(kappa=10, random_state=0)])
 def test_sklearn_api(estimator, check):
-    _run_check(estimator, check)
+    run_check(estimator, check)
 
 
 @pytest.fixture(scope="module")
