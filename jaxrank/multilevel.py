@@ -41,7 +41,7 @@ import dataclasses
 import functools
 import math
 import operator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -152,33 +152,49 @@ def _offsets(counts) -> tuple[int, ...]:
 
 
 class _Layout(NamedTuple):
-    """Static index tables of the ``R − 1`` biclass terms, padded to common shapes."""
+    """Static index tables of the ``R − 1`` biclass terms, padded to common shapes.
 
-    offsets: tuple[int, ...]  # o_s = Σ_{r<s} m_r, s = 0 … R
-    pos_idx: np.ndarray  # (R−1, P) rows of level s (padded with row 0), P = max_{s≥1} m_s
-    pos_mask: np.ndarray  # (R−1, P) real entries
-    neg_mask: np.ndarray  # (R−1, N) j < o_s, N = o_{R−1}
+    Built from the rows each level occupies (``sizes``; with shape buckets, the padded level
+    sizes); which of those rows are real is decided by the (possibly traced) level counts in
+    :func:`_masks`."""
+
+    offsets: tuple[int, ...]  # o_s = Σ_{r<s} S_r, s = 0 … R
+    pos_idx: np.ndarray  # (R−1, P) rows of level s (padded with row 0), P = max_{s≥1} S_s
+    neg_level: np.ndarray  # (N,) level of row j < N = o_{R−1}
+    neg_local: np.ndarray  # (N,) j − o_{level(j)}: the row's index within its level
 
 
 @functools.lru_cache(maxsize=64)
-def _layout(counts: tuple[int, ...]) -> _Layout:
-    if len(counts) < 2 or min(counts) < 1:
-        raise ValueError(f"counts must hold at least two level sizes, each >= 1, got {counts}.")
-    o = _offsets(counts)
-    sizes = np.asarray(counts[1:], np.int64)
-    P, N = int(sizes.max()), o[-2]
+def _layout(sizes: tuple[int, ...]) -> _Layout:
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ValueError(f"counts must hold at least two level sizes, each >= 1, got {sizes}.")
+    o = _offsets(sizes)
+    S = np.asarray(sizes[1:], np.int64)
+    P, N = int(S.max()), o[-2]
     k = np.arange(P)
-    pos_mask = k[None, :] < sizes[:, None]
-    pos_idx = np.where(pos_mask, np.asarray(o[1:-1])[:, None] + k[None, :], 0)
-    neg_mask = np.arange(N)[None, :] < np.asarray(o[1:-1])[:, None]
-    return _Layout(o, pos_idx.astype(np.int32), pos_mask, neg_mask)
+    pos_idx = np.where(k[None, :] < S[:, None], np.asarray(o[1:-1])[:, None] + k[None, :], 0)
+    level = np.repeat(np.arange(len(sizes) - 1), sizes[:-1])
+    local = np.arange(N) - np.asarray(o)[level]
+    return _Layout(o, pos_idx.astype(np.int32), level.astype(np.int32), local.astype(np.int32))
 
 
-def _split(f: jax.Array, lay: _Layout, pad_pos, pad_neg):
+def _masks(lay: _Layout, counts):
+    """``(pos_mask (R−1, P), neg_mask (R−1, N))``: the real entries of each term's positives
+    (level s) and negatives (levels < s), from the level counts (static or traced)."""
+    c = jnp.asarray(counts, jnp.int32)
+    P, N = lay.pos_idx.shape[1], lay.offsets[-2]
+    pos_mask = jnp.arange(P, dtype=jnp.int32)[None, :] < c[1:, None]
+    below = np.arange(N)[None, :] < np.asarray(lay.offsets[1:-1])[:, None]  # static
+    neg_mask = jnp.asarray(below) & (lay.neg_local < c[lay.neg_level])[None, :]
+    return pos_mask, neg_mask
+
+
+def _split(f: jax.Array, lay: _Layout, masks, pad_pos, pad_neg):
     # per level s ≥ 1: positives = level s, negatives = the prefix [0, o_s) of lower levels
+    pos_mask, neg_mask = masks
     N = lay.offsets[-2]
-    fp = jnp.where(lay.pos_mask, f[lay.pos_idx], pad_pos)
-    fn = jnp.where(lay.neg_mask, jnp.broadcast_to(f[:N], lay.neg_mask.shape), pad_neg)
+    fp = jnp.where(pos_mask, f[lay.pos_idx], pad_pos)
+    fn = jnp.where(neg_mask, jnp.broadcast_to(f[:N], neg_mask.shape), pad_neg)
     return fp, fn
 
 
@@ -191,7 +207,17 @@ def _merge(hp: jax.Array, hn: jax.Array, lay: _Layout, n: int) -> jax.Array:
     return jnp.pad(neg, (0, n - o[-2])) + jnp.pad(pos, (o[1], n - o[-1]))
 
 
-def value_and_grad(f: jax.Array, counts, loss: PiecewiseQuadratic):
+def _real_scores(f, lay: _Layout, counts):
+    # the scores of real rows, others replaced by a real one (for the extremes)
+    c = jnp.asarray(counts, jnp.int32)
+    n = lay.offsets[-1]
+    level = np.repeat(np.arange(len(lay.offsets) - 1), np.diff(lay.offsets))
+    local = (np.arange(n) - np.asarray(lay.offsets)[level]).astype(np.int32)
+    real = local < c[level]
+    return real, f[:n]
+
+
+def value_and_grad(f: jax.Array, counts, loss: PiecewiseQuadratic, sizes=None):
     """``L(f) = Σ_{s≥1} Σ_{i: level s} Σ_{j: level < s} ℓ(f_i − f_j)`` and ``∂L/∂f``.
 
     One :func:`jaxrank.pairwise.value_and_grad` per level ``s ≥ 1`` (positives: level ``s``,
@@ -206,40 +232,50 @@ def value_and_grad(f: jax.Array, counts, loss: PiecewiseQuadratic):
     Args:
       f: ``(n,)`` scores of the rows **ordered by level, ascending** (``counts[0]`` rows of the
         lowest level first); rows beyond ``sum(counts)`` are padding (zero gradient).
-      counts: static sequence of level sizes ``(m_0, …, m_{R−1})``, each ≥ 1.
+      counts: sequence of level sizes ``(m_0, …, m_{R−1})``, each ≥ 1; static, or traced when
+        ``sizes`` is given.
       loss: the piece boundaries of ℓ.
+      sizes: ``None``, or the static rows each level occupies (``≥ counts``; shape buckets):
+        level ``r`` then holds rows ``[Σ_{t<r} sizes_t, …)``, its first ``counts[r]`` real and
+        the rest padding (zero gradient).
 
     Returns:
       ``(value, grad, windows)``: the unnormalised sum, ``(n,)`` gradient, and the per-level
       :class:`~jaxrank.pairwise.Windows` (batched over the ``R − 1`` terms) for :func:`hvp`.
     """
-    lay = _layout(tuple(int(c) for c in counts))
+    if sizes is None:
+        sizes = counts = tuple(int(c) for c in counts)
+    lay = _layout(tuple(int(c) for c in sizes))
     if f.shape[0] < lay.offsets[-1]:
         raise ValueError(f"f has {f.shape[0]} entries, fewer than sum(counts) = {lay.offsets[-1]}.")
-    real = f[: lay.offsets[-1]]
-    fmax, fmin = jnp.max(real), jnp.min(real)
+    real, fr = _real_scores(f, lay, counts)
+    fmax = jnp.max(jnp.where(real, fr, -jnp.inf))
+    fmin = jnp.min(jnp.where(real, fr, jnp.inf))
     # ≥ 2 (and many ulps) beyond the extremes: f_pad − f_j ≥ 1 and f_i − f_pad ≥ 1 hold exactly
     pad_pos = fmax + (2 + jnp.abs(fmax) / 256)
     pad_neg = fmin - (2 + jnp.abs(fmin) / 256)
-    fp, fn = _split(f, lay, pad_pos, pad_neg)
+    fp, fn = _split(f, lay, _masks(lay, counts), pad_pos, pad_neg)
     v, gp, gn, ws = jax.vmap(pairwise.value_and_grad, in_axes=(0, 0, None))(fp, fn, loss)
     return jnp.sum(v), _merge(gp, gn, lay, f.shape[0]), ws
 
 
-def hvp(ws, d: jax.Array, counts, loss: PiecewiseQuadratic) -> jax.Array:
+def hvp(ws, d: jax.Array, counts, loss: PiecewiseQuadratic, sizes=None) -> jax.Array:
     """Score-space Hessian-vector product of :func:`value_and_grad`'s ``L``, reusing its windows.
 
     Args:
       ws: the windows from :func:`value_and_grad` at the current scores.
       d: ``(n,)`` direction, rows ordered as in :func:`value_and_grad`.
-      counts: the same static level sizes.
+      counts: the same level sizes.
       loss: the piece boundaries of ℓ (only ``q`` is used).
+      sizes: the same rows per level (or ``None``).
 
     Returns:
       ``(n,)`` ``∇²L · d`` (zero on padding rows).
     """
-    lay = _layout(tuple(int(c) for c in counts))
-    dp, dn = _split(d, lay, 0, 0)
+    if sizes is None:
+        sizes = counts = tuple(int(c) for c in counts)
+    lay = _layout(tuple(int(c) for c in sizes))
+    dp, dn = _split(d, lay, _masks(lay, counts), 0, 0)
     hp, hn = jax.vmap(pairwise.hvp, in_axes=(0, 0, 0, None))(ws, dp, dn, loss)
     return _merge(hp, hn, lay, d.shape[0])
 
@@ -250,7 +286,10 @@ def n_pairs(counts) -> int:
     return int(sum(int(counts[s]) * o[s] for s in range(1, len(counts))))
 
 
-def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int | None = None):
+def objective_closures(
+    K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int | None = None, sizes=None,
+    inv_pairs=None,
+):  # fmt: skip
     """``(fun, hvp)`` of the multi-level objective (seed 003 eq. 47-48) for ``trust_ncg``.
 
     Args:
@@ -261,14 +300,20 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int
       counts: static level sizes ``(m_0, …, m_{R−1})`` (rows beyond their sum are padding).
       block: rows per block of the two-level transpose product (must divide ``m_pad``);
         ``None``: one plain product.
+      sizes: ``None``, or the static rows each level occupies in ``K`` (shape buckets); the
+        counts may then be traced, with ``inv_pairs = 1/Σ_{r<s} m_r m_s`` given.
+      inv_pairs: see ``sizes``.
 
     Returns:
       ``fun(β) -> (F, ∇F, windows)`` and ``hvp(windows, v) -> ∇²F v``, ``F`` normalised by
       ``Σ_{r<s} m_r m_s``; each costs two products with ``K`` whatever the number of levels.
     """
-    counts = tuple(int(c) for c in counts)
     dt = K.dtype
-    scale = jnp.asarray(1.0 / n_pairs(counts), dt)
+    if sizes is None:
+        counts = tuple(int(c) for c in counts)
+        scale = jnp.asarray(1.0 / n_pairs(counts), dt)
+    else:
+        scale = jnp.asarray(inv_pairs, dt)
     lam = jnp.asarray(lam, dt)
 
     def rmat(g):
@@ -279,14 +324,14 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int
 
     def fun(beta):
         f = _kernels.matmul(K, beta)
-        value, g, ws = value_and_grad(f, counts, loss)
+        value, g, ws = value_and_grad(f, counts, loss, sizes)
         kb = jnp.matmul(Krr, beta, precision=_HI)
         F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
         return F, rmat(g) + lam * kb, ws
 
     def hvp_(ws, v):
         d = _kernels.matmul(K, v)
-        h = hvp(ws, d, counts, loss)
+        h = hvp(ws, d, counts, loss, sizes)
         return rmat(h) + lam * jnp.matmul(Krr, v, precision=_HI)
 
     return fun, hvp_
@@ -295,21 +340,27 @@ def objective_closures(K, Krr, lam, loss: PiecewiseQuadratic, counts, block: int
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class _Levels:
-    """Row layout of the multi-level objective: rows sorted by level, ``counts`` per level
-    (static and hashable: the shared solver :func:`jaxrank.fit._solve` compiles per layout)."""
+    """Row layout of the multi-level objective: rows sorted by level, ``counts`` real rows per
+    level in ``sizes`` rows each (shape buckets). A pytree: the counts are traced leaves, the
+    sizes static (the shared solver :func:`jaxrank.fit._solve` compiles per padded size)."""
 
-    counts: tuple[int, ...] = dataclasses.field(metadata=dict(static=True))
+    counts: tuple  # real rows per level: pytree leaves, traced in the solver
+    sizes: tuple | None = dataclasses.field(default=None, metadata=dict(static=True))
+    inv_pairs: Any = None  # 1/Σ_{r<s} m_r m_s, formed on the host in float64
+
+    def __post_init__(self):
+        if self.sizes is None:
+            object.__setattr__(self, "sizes", tuple(int(c) for c in self.counts))
+        if self.inv_pairs is None:
+            object.__setattr__(self, "inv_pairs", 1.0 / n_pairs(self.counts))
 
     @property
     def groups(self) -> tuple[int, ...]:
         return self.counts
 
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return self.counts
-
     def padded(self, sizes) -> _Levels:
-        return self
+        """This layout with each level padded to ``sizes`` rows (shape buckets)."""
+        return _Levels(self.counts, tuple(int(v) for v in sizes), self.inv_pairs)
 
     @property
     def pairs(self) -> tuple[tuple[int, int], ...]:
@@ -319,10 +370,11 @@ class _Levels:
     def closures(self, K, Krr, lam, loss, block, jacobi):
         if jacobi:
             raise ValueError("precondition='jacobi' is not available for fit_multilevel.")
-        return objective_closures(K, Krr, lam, loss, self.counts, block)
+        return objective_closures(K, Krr, lam, loss, self.counts, block, sizes=self.sizes,
+                                  inv_pairs=self.inv_pairs)  # fmt: skip
 
     def curvature(self, lin, loss):
-        return pair_curvature(lin, loss, n_pairs(self.counts))
+        return pair_curvature(lin, loss, 1 / jnp.asarray(self.inv_pairs, lin.sp.dtype))
 
 
 def fit_multilevel(

@@ -220,3 +220,26 @@ def test_l1_padded_equals_unpadded_and_reuses_the_solver(data):
         X2, y2 = _data(160, 1)
         fit_l1(X2, y2, l1=[2e-2, 5e-3, 1e-3, 4e-3], tol=1e-5, max_iter=300, **F64)
     assert l1_solve._cache_size() == before
+
+
+def test_multilevel_padded_equals_unpadded_and_reuses_the_solver():
+    from jaxrank.multilevel import fit_multilevel, make_ordinal
+
+    X, lv = make_ordinal(300, key=jax.random.key(0))  # levels of 255 / 26 / 13 / 6 rows
+    lams = [1e-2, 1e-3, 1e-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
+        padded = fit_multilevel(X, lv, lams, **F64)
+        with _buckets.disabled():
+            exact = fit_multilevel(X, lv, lams, **F64)
+        np.testing.assert_array_equal(padded.info.iterations, exact.info.iterations)
+        np.testing.assert_allclose(padded.info.objective, exact.info.objective, rtol=1e-12)
+        np.testing.assert_allclose(padded.decision_function(X), exact.decision_function(X),
+                                   rtol=0, atol=1e-9)  # fmt: skip
+        padded.decision_function(X[:40])
+        X2, lv2 = make_ordinal(290, key=jax.random.key(2))
+        sizes = lambda v: [_buckets.bucket(int(c)) for c in np.unique(v, return_counts=True)[1]]
+        assert sizes(lv2) == sizes(lv)
+        with count_compiles() as n:
+            fit_multilevel(X2, lv2, [0.3, 3e-3], tol=1e-5, **F64).decision_function(X2[:37])
+    assert n == {"traces": 0, "compiles": 0}
