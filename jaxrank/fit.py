@@ -903,16 +903,21 @@ def fit_rows(
             block_bytes // n_dev + small, memory_budget, f"the kernel block ({m} x {nb})"
         )
 
-    # Rows [group 0 (real, then zero rows up to its size); group 1; ...; zero rows], and the
-    # basis [real rows; zero rows], built on the host (no per-size device programs).
+    # Rows [group 0 (real, then padding up to its size); group 1; ...; padding], and the basis
+    # [real rows; padding], built on the host (no per-size device programs). Padding rows are
+    # copies of a real row, not zeros: the Gaussian kernel centres on the mean basis row, which
+    # zero rows would pull away from data far from the origin (cancellation at X + 1e8).
     Xn = np.asarray(X, dt)
+    order = np.asarray(order)
     slots = np.concatenate(
         [s0 + np.arange(c, dtype=np.int64) for s0, c in zip(starts, counts, strict=True)]
     )
-    Xo = np.zeros((m_rows if mesh is not None else rows * n_chunks, d), dt)
-    Xo[slots] = Xn[np.asarray(order)]
+    Xo = np.empty((m_rows if mesh is not None else rows * n_chunks, d), dt)
+    Xo[:] = Xn[order[0]]
+    Xo[slots] = Xn[order]
     Bn = Xn[idx]
-    Bp = np.zeros((nb_pad, d), dt)
+    Bp = np.empty((nb_pad, d), dt)
+    Bp[:] = Bn[0]
     Bp[:nb] = Bn
     if streamed:
         K = _kernels.streamed_block(kernel, Xo, Bp, multiple=block, n_basis=nb)

@@ -627,11 +627,16 @@ def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:
     L, p = coef2.shape
     # one coefficient row (a scalar-λ model) stays one row; more go up the ladder too
     nb, Lb = _buckets.bucket(p), (1 if L == 1 else _buckets.bucket(L))
-    rows, n_chunks = chunk_rows(_buckets.bucket(n), nb + Lb, dt.itemsize)
-    Xp = np.zeros((rows * n_chunks, d), dt)
-    Xp[:n] = np.asarray(X, dt)
-    Bp = np.zeros((nb, d), dt)
-    Bp[:p] = np.asarray(B, dt)
+    rows, n_chunks = chunk_rows(_buckets.bucket(max(n, 1)), nb + Lb, dt.itemsize)
+    # padding rows are copies of a real row, not zeros: the Gaussian kernel centres on the mean
+    # basis row, which zero rows would pull away from data far from the origin
+    Xh, Bh = np.asarray(X, dt), np.asarray(B, dt)
+    Xp = np.empty((rows * n_chunks, d), dt)
+    Xp[:] = Xh[0] if n else 0
+    Xp[:n] = Xh
+    Bp = np.empty((nb, d), dt)
+    Bp[:] = Bh[0]
+    Bp[:p] = Bh
     Cp = np.zeros((Lb, nb), dt)
     Cp[:L, :p] = coef2
     out = np.asarray(_stream(kernel, Xp, Bp, Cp, rows))[:L, :n]

@@ -411,10 +411,14 @@ def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget) -> _Setup:
         f"the kernel block ({X.shape[0]} x {nb})",
     )
     Xn = np.asarray(X, dt)
-    Xo = np.zeros((rows * n_chunks, Xn.shape[1]), dt)
+    # padding rows are copies of a real row (as in fit_rows: the Gaussian kernel centres on the
+    # mean basis row)
+    Xo = np.empty((rows * n_chunks, Xn.shape[1]), dt)
+    Xo[:] = Xn[idx[0]]
     Xo[:n_pos] = Xn[pos]
     Xo[P : P + n_neg] = Xn[~pos]
-    Bp = np.zeros((nb_pad, Xn.shape[1]), dt)
+    Bp = np.empty((nb_pad, Xn.shape[1]), dt)
+    Bp[:] = Xn[idx[0]]
     Bp[:nb] = Xn[idx]
     K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
     Krr_n = np.asarray(_gram(kernel, _buckets.put(Bp)))[:nb, :nb]
