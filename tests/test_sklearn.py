@@ -233,6 +233,7 @@ def test_pos_label_tie_is_classes_1(labels):
     assert roc_auc_score(yl, other.decision_function(X)) > 0.8
 
 
+@pytest.mark.slow  # a 90-row basis compiles its own solver (~6 s); the tie test covers the sign
 def test_pos_label_majority(data):
     # pos_label names the class the ranker puts first, even when it is the majority
     X, y = data
