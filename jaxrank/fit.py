@@ -48,6 +48,7 @@ import numpy as np
 
 from jaxrank import _buckets, pairwise
 from jaxrank import kernels as _kernels
+from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._validation import (
     check_cast,
     check_lam,
@@ -510,6 +511,7 @@ def _choose_dtype(X: np.ndarray, dtype) -> np.dtype:
     return np.dtype(np.float32)
 
 
+@_one_blas_thread()
 def _spectral_precond(Krr, G: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``(P, Λ)`` with ``M(λ, c)⁻¹ = Pᵀ diag(1/(λ + cΛ)) P`` for ``M = λ(K_RR + δI) + cG``.
 
@@ -574,6 +576,7 @@ def psd_gram(Krr: jax.Array) -> jax.Array:
     return Krr + jnp.asarray(shift, Krr.dtype) * jnp.eye(Krr.shape[0], dtype=Krr.dtype)
 
 
+@_one_blas_thread()
 def _psd_jitter(Krr: np.ndarray) -> float:
     """The shift δ of :func:`psd_gram` for a host array (0.0 when none is needed or found)."""
     n = Krr.shape[0]
@@ -621,6 +624,7 @@ def resolve_precondition(precondition: str, layout, n_basis: int, streamed: bool
     return precondition
 
 
+@_one_blas_thread()
 def _cholesky_precond(Krr) -> jax.Array | None:
     """``L⁻¹`` with ``L Lᵀ = K_RR + δI``, or ``None`` if no jitter makes it finite.
 
