@@ -351,6 +351,10 @@ def markdown(result: dict) -> str:
     """The RESULTS.md section of a saved run: device line, the table, first-call notes."""
     env = result.get("env") or {}
     lines = []
+    commit = env.get("git_commit")
+    if commit:
+        lines.append(f"Measured at commit `{commit[:7]}` on {env.get('time', '?')}.")
+        lines.append("")
     if result.get("device"):
         lines.append(
             _device_line(result["device"]) + f"; jax {env.get('jax', '?')}, "

@@ -144,6 +144,13 @@ SECTIONS: tuple[Section, ...] = (
         _copy("scale"),
     ),
     Section(
+        "GPU: fit, grid and products on an accelerator",
+        "gpu",
+        "The single-λ fit, the 16-λ grid and the Hessian-vector product against streaming the "
+        "kernel block, at m = 10⁵-10⁶ on the one GPU a session was lent (issue 6 item 4).",
+        "python bench/gpu.py --out bench/results/gpu.json",
+    ),
+    Section(
         "Latency: first calls, new shapes, fresh processes",
         "latency",
         "The 16-λ fit and select_lambda at m = 1000-5000 as a new user meets them: first call, "
