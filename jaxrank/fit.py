@@ -692,6 +692,10 @@ def fit(
         grown to ``n_basis`` functions (default ⌈m/10⌉, needs ``key``), squared hinge unless
         ``loss`` is given
         (:func:`jaxrank.greedy.fit_greedy`, which has the greedy options).
+      basis: also ``"auto"``: every rare row, grown by majority-class k-means++ landmarks to
+        ``|R| = max(m+, min(m, n_basis))`` (``n_basis`` default 256; needs ``key``), the basis
+        :class:`jaxrank.sklearn.RankRCClassifierCV` uses (:func:`jaxrank._cv.auto_basis`,
+        where the rule and its measurements are written down).
       loss: ``"smoothed_hinge"`` (ε = ``eps``) or ``"squared_hinge"``; default smoothed hinge
         (squared hinge for ``basis="greedy"``).
       eps: ε of the smoothed hinge (paper default 0.5).
@@ -762,6 +766,11 @@ def fit(
             X, y, lam, n_basis=n_basis, key=key, loss=loss or "squared_hinge", max_iter=max_iter,
             max_cg=max_cg, path=path, chains=chains, precondition=precondition, **common,
         )  # fmt: skip
+    if isinstance(basis, str) and basis == "auto":
+        from jaxrank._cv import auto_basis
+
+        basis = auto_basis(X, y, key=key, **({} if n_basis is None else {"min_basis": n_basis}))
+        n_basis = None
     loss = loss or "smoothed_hinge"
     if penalty == "l1":
         if p is not None:

@@ -267,3 +267,16 @@ def test_sklearn_api_smoke():
     for check in (check_no_attributes_set_in_init, check_get_params_invariance,
                   check_estimators_unfitted, check_parameters_default_constructible):  # fmt: skip
         check(type(est).__name__, est)
+
+
+def test_fit_basis_auto_is_the_auto_basis(data):
+    """``jaxrank.fit(basis="auto")`` fits on exactly :func:`auto_basis`'s rows (key required)."""
+    X, y = data
+    key = jax.random.key(3)
+    idx = _cv.auto_basis(X, y, key=key, min_basis=48)
+    a = jaxrank.fit(X, y, 1e-2, basis="auto", key=key, n_basis=48)
+    b = jaxrank.fit(X, y, 1e-2, basis=idx)
+    np.testing.assert_array_equal(np.asarray(a.basis), np.asarray(b.basis))
+    np.testing.assert_allclose(np.asarray(a.coef), np.asarray(b.coef), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="key"):
+        jaxrank.fit(X, y, 1e-2, basis="auto", n_basis=48)
