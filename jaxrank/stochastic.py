@@ -60,7 +60,14 @@ import optax
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_cast, check_key, check_lam, check_positive, check_X_y
+from jaxrank._validation import (
+    check_cast,
+    check_key,
+    check_lam,
+    check_lam_dtype,
+    check_positive,
+    check_X_y,
+)
 from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype
 from jaxrank.losses import smoothed_hinge
 from jaxrank.solver import SolverInfo, Status
@@ -489,6 +496,7 @@ def fit_rankrc_stochastic(
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}.")
     dt = _choose_dtype(X, dtype)
     check_cast(X, dt)
+    check_lam_dtype(lams, dt)  # as fit_rows: a λ this dtype cannot solve is refused up front
     kernel = _kernels.resolve_kernel(kernel, X)
 
     n_batches = -(-n_neg // min(batch_size, n_neg))

@@ -290,3 +290,12 @@ def test_bad_input(data):
         full_objective(np.zeros(4), X, y, 1e-3)
     with pytest.raises(ValueError, match="chunk"):
         full_objective(np.zeros(30), X, y, 1e-3, chunk=0)
+
+
+@pytest.mark.parametrize("lam", [1e39, 1e-300])
+def test_lam_outside_the_dtype_range_is_refused(data, lam):
+    """As ``jaxrank.fit``: a float32 λ the objective cannot represent is a ValueError up front
+    (1e39 overflowed to NONFINITE with zero scores; 1e-300 is not a float32 normal)."""
+    X, y = data
+    with pytest.raises(ValueError, match="float32"):
+        fit_rankrc_stochastic(X, y, lam, batch_size=16, key=jax.random.key(0), dtype=np.float32)
