@@ -329,15 +329,35 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
 
 
+def same_buckets(m: int, m0: int, rho: float) -> bool:
+    """Whether ``make_rare_class(m, rho)`` and ``make_rare_class(m0, rho)`` pad to the same class
+    and basis sizes (:func:`jaxrank._buckets.bucket` of m+ = |R| and m−), i.e. share programs.
+
+    >>> same_buckets(1100, 1000, 0.1), same_buckets(1300, 1000, 0.1)
+    (True, False)
+    """
+    from jaxrank import _buckets
+
+    def sizes(n):
+        n_pos = round(rho * n)
+        return _buckets.bucket(n_pos), _buckets.bucket(n - n_pos)
+
+    return sizes(m) == sizes(m0)
+
+
 def _targets(r: dict) -> dict:
     """The issue-16 checks on this run (value, limit, ok); m0 = the first fit size."""
     fits = {p: {row["m"]: row for row in r["fits"][p]["fits"]} for p in r["fits"]}
     m0 = r["settings"]["sizes"][0]
     empty, warm = fits["empty"], fits["warm"]
     out = {}
+    rho = r["settings"]["rho"]
     for m, row in empty.items():
         if m != m0:
-            out[f"new_size_{m}"] = (row["first"]["wall"] / row["warm"]["median"], BUCKET_RATIO)
+            # The target is for a new size inside the first size's buckets; a size in a new
+            # bucket compiles once by design and is reported, not judged.
+            key = "new_size" if same_buckets(m, m0, rho) else "new_bucket"
+            out[f"{key}_{m}"] = (row["first"]["wall"] / row["warm"]["median"], BUCKET_RATIO)
     # against the warm fit of that same second process (the other process's repeats ran
     # under other load)
     second = warm[m0]["first"]["wall"] / warm[m0]["warm"]["median"]
@@ -346,7 +366,10 @@ def _targets(r: dict) -> dict:
     out["first_ever_vs_svc16"] = (empty[m0]["first"]["wall"] / svc, SVC_RATIO)
     s0 = r["select"]["empty"]["select"][0]
     out[f"select_{s0['m']}_seconds"] = (s0["first"]["wall"], SELECT_SECONDS)
-    return {k: {"value": v, "limit": lim, "ok": v <= lim} for k, (v, lim) in out.items()}
+    return {
+        k: {"value": v, "limit": lim, "ok": None if k.startswith("new_bucket") else v <= lim}
+        for k, (v, lim) in out.items()
+    }
 
 
 def run(args) -> dict:
@@ -502,7 +525,16 @@ def markdown(result: dict) -> str:
     lines.append("|---|---:|---:|---|")
     for key, t in r["targets"].items():
         if key.startswith("new_size_"):
-            label = f"new size m = {int(key.rsplit('_', 1)[1]):,}: first / warm (same process)"
+            label = (
+                f"new size m = {int(key.rsplit('_', 1)[1]):,} inside m = {m0:,}'s buckets: "
+                "first / warm (same process)"
+            )
+            val = f"{t['value']:.1f}×"
+        elif key.startswith("new_bucket_"):
+            label = (
+                f"new size m = {int(key.rsplit('_', 1)[1]):,} in a new bucket (compiles once, "
+                "reported, not a target): first / warm"
+            )
             val = f"{t['value']:.1f}×"
         elif key.startswith("select_"):
             label = f"`select_lambda` at m = {int(key.split('_')[1]):,}, empty cache"
@@ -511,7 +543,8 @@ def markdown(result: dict) -> str:
             label = names.get(key, key).format(m0=f"{m0:,}")
             val = f"{t['value']:.1f}×"
         lim = f"{t['limit']:g} s" if key.startswith("select_") else f"{t['limit']:g}×"
-        lines.append(f"| {label} | {val} | {lim} | {'yes' if t['ok'] else '**no**'} |")
+        met = "-" if t["ok"] is None else "yes" if t["ok"] else "**no**"
+        lines.append(f"| {label} | {val} | {lim} | {met} |")
     return "\n".join(lines)
 
 

@@ -75,10 +75,14 @@ def test_latency_quick(report):
     )
     assert set(t) == {
         "second_process", "first_ever_vs_svc16", f"select_{s['select_sizes'][0]}_seconds",
-        *(f"new_size_{m}" for m in s["sizes"][1:]),
+        *(
+            f"{'new_size' if lat.same_buckets(m, m0, s['rho']) else 'new_bucket'}_{m}"
+            for m in s["sizes"][1:]
+        ),
     }  # fmt: skip
-    for v in t.values():
-        assert v["ok"] == (v["value"] <= v["limit"])
+    for k, v in t.items():
+        # a size in a new bucket compiles by design: reported, not judged
+        assert v["ok"] == (None if k.startswith("new_bucket") else v["value"] <= v["limit"])
     md = lat.markdown(report)
     assert "| m | cache | first | compile (XLA) |" in md and "Issue-16 targets" in md
     assert md.count("| 200 | empty |") == 2  # one fits row, one select row
