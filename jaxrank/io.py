@@ -767,7 +767,13 @@ def _kind(x) -> str:
     return np.asarray(x).dtype.kind if isinstance(x, np.ndarray | np.generic | jax.Array) else ""
 
 
-def check_fitted_fields(model, name: str = "RankModel") -> None:
+def check_fitted_fields(
+    model,
+    name: str = "RankModel",
+    *,
+    penalty: str = "lam",
+    counts: tuple[str, ...] = ("iterations", "cg_iterations"),
+) -> None:
     """Validate a loaded kernel ranker as strictly as the fitters validate their arguments.
 
     Checks the fields shared by :class:`~jaxrank.RankModel` and the models built on it:
@@ -778,22 +784,35 @@ def check_fitted_fields(model, name: str = "RankModel") -> None:
     hinge); ``info`` fields of the λ shape with integer iteration counts >= 0 and status codes
     of :class:`~jaxrank.solver.Status` other than ``RUNNING``.
 
+    Args:
+      model: the loaded model.
+      name: its type's name, for the messages.
+      penalty: the field holding the penalty weight that must be finite and > 0 and whose
+        shape (``()`` or ``(L,)``) the coefficients and ``info`` follow (``"l1"`` for the μ of
+        an :class:`~jaxrank.l1.L1Model`).
+      counts: the ``info`` fields that are integer counts >= 0; every other ``info`` field but
+        ``status`` must be floats.
+
     Raises:
       ValueError: naming every problem found.
     """
     from jaxrank.solver import Status
 
-    b, c, lam = np.shape(model.basis), np.shape(model.coef), np.shape(model.lam)
+    info_fields = type(model.info)._fields
+    b, c = np.shape(model.basis), np.shape(model.coef)
+    lam = np.shape(getattr(model, penalty))
     problems = []
     if len(b) != 2 or min(b, default=0) < 1:
         problems.append(f"basis has shape {b}, expected (n_basis, d) with both >= 1")
     elif c not in ((b[0],), (*lam, b[0])) or len(lam) > 1:
-        problems.append(f"coef {c}, lam {lam} and basis {b} disagree")
+        problems.append(f"coef {c}, {penalty} {lam} and basis {b} disagree")
     elif np.shape(model.basis_index) != (b[0],):
         problems.append(f"basis_index has shape {np.shape(model.basis_index)}, basis {b}")
-    for f in SolverInfo._fields:
+    for f in info_fields:
         if np.shape(getattr(model.info, f)) != lam:
-            problems.append(f"info.{f} has shape {np.shape(getattr(model.info, f))}, lam {lam}")
+            problems.append(
+                f"info.{f} has shape {np.shape(getattr(model.info, f))}, {penalty} {lam}"
+            )
     if problems:  # the value checks below need the shapes
         raise ValueError(f"inconsistent {name}: " + "; ".join(problems) + ".")
 
@@ -818,18 +837,16 @@ def check_fitted_fields(model, name: str = "RankModel") -> None:
             rows = coef[:0]
         if not np.all(np.isfinite(rows)):
             problems.append("coef holds NaN or infinite values while the solver status is finite")
-    lams = np.asarray(model.lam)
-    if _kind(model.lam) != "f" or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
-        problems.append(f"lam must be finite floats > 0, got {lams.tolist()!r}")
+    lams = np.asarray(getattr(model, penalty))
+    if _kind(getattr(model, penalty)) != "f" or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
+        problems.append(f"{penalty} must be finite floats > 0, got {lams.tolist()!r}")
     idx = np.asarray(model.basis_index)
     if _kind(model.basis_index) not in "iu" or (idx.size and idx.min() < 0):
         problems.append(f"basis_index must be integers >= 0 (dtype {idx.dtype})")
-    for f in ("iterations", "cg_iterations"):
-        v = np.asarray(getattr(model.info, f))
-        if _kind(getattr(model.info, f)) not in "iu" or (v.size and v.min() < 0):
-            problems.append(f"info.{f} must be integers >= 0, got {v.tolist()!r}")
-    for f in ("objective", "grad_norm"):
-        if _kind(getattr(model.info, f)) != "f":
+    for f in info_fields:
+        if f in counts:
+            problems += count_problems(getattr(model.info, f), f"info.{f}")
+        elif f != "status" and _kind(getattr(model.info, f)) != "f":
             problems.append(f"info.{f} must be floats")
     if model.loss not in FITTED_LOSSES:
         problems.append(f"loss is {model.loss!r}, expected one of {', '.join(FITTED_LOSSES)}")
@@ -838,6 +855,55 @@ def check_fitted_fields(model, name: str = "RankModel") -> None:
         problems.append(f"eps must be a finite number > 0, got {model.eps!r}")
     if problems:
         raise ValueError(f"invalid {name}: " + "; ".join(problems) + ".")
+
+
+def count_problems(value, name: str) -> list[str]:
+    """``[message]`` unless ``value`` is an integer array (or scalar) of counts >= 0."""
+    v = np.asarray(value)
+    if _kind(value) not in "iu" or (v.size and v.min() < 0):
+        return [f"{name} must be integers >= 0, got {v.tolist()!r}"]
+    return []
+
+
+def float_problems(value, name: str, *, dtype=None, lo=None, hi=None, open_lo=False) -> list[str]:
+    """``[message]`` unless ``value`` is a finite float array in ``[lo, hi]`` (``(lo, hi]`` with
+    ``open_lo``), of ``dtype`` when given: the loaded-field form of the fitters' range checks."""
+    v = np.asarray(value)
+    if _kind(value) != "f" or (dtype is not None and v.dtype != np.dtype(dtype)):
+        want = f"{np.dtype(dtype)} " if dtype is not None else ""
+        return [f"{name} must be a {want}float array, got dtype {v.dtype}"]
+    bad = ~np.isfinite(v)
+    if lo is not None:
+        bad |= (v <= lo) if open_lo else (v < lo)
+    if hi is not None:
+        bad |= v > hi
+    if np.any(bad):
+        rng = (
+            ""
+            if lo is None and hi is None
+            else " in "
+            + (
+                f"{'(' if open_lo else '['}{lo if lo is not None else '-inf'}, "
+                f"{hi if hi is not None else 'inf'}" + ("]" if hi is not None else ")")
+            )
+        )
+        return [f"{name} must be finite{rng}, got {v[bad].ravel()[:3].tolist()!r}"]
+    return []
+
+
+def status_problems(value, name: str = "info.status") -> list[str]:
+    """``[message]`` unless ``value`` holds only :class:`~jaxrank.solver.Status` codes of a
+    finished solve (not ``RUNNING``)."""
+    from jaxrank.solver import Status
+
+    status = np.asarray(value)
+    codes = sorted(int(s) for s in Status if s is not Status.RUNNING)
+    if _kind(value) not in "iu" or not np.all(np.isin(status, codes)):
+        return [
+            f"{name} holds {np.unique(status).tolist()!r}, valid codes are {codes} "
+            f"({', '.join(s.name for s in Status if s is not Status.RUNNING)})"
+        ]
+    return []
 
 
 def _check_rank_model(model: RankModel) -> None:

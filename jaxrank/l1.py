@@ -656,6 +656,17 @@ def _from_arrays(fields: dict[str, Any]) -> L1Model:
     )
     if not shapes_ok:
         raise ValueError(f"inconsistent L1Model: basis {b}, coef {c}, l1 {mu} disagree.")
+    # as fit_l1 checks its arguments: μ finite > 0 (check_lam), loss / ε, status codes, counts
+    _io.check_fitted_fields(
+        model, "L1Model", penalty="l1", counts=("iterations", "evaluations", "n_nonzero")
+    )
+    # the elastic λ may be 0 (_check_elastic); it is stored in the coefficients' dtype
+    problems = _io.float_problems(model.lam, "lam", dtype=np.asarray(model.coef).dtype, lo=0.0)
+    nnz = np.asarray(model.info.n_nonzero)
+    if nnz.size and nnz.max() > b[0]:
+        problems.append(f"info.n_nonzero {nnz.max()} exceeds the {b[0]} basis rows")
+    if problems:
+        raise ValueError("invalid L1Model: " + "; ".join(problems) + ".")
     return model
 
 

@@ -1252,8 +1252,71 @@ def _check_loaded(model: MIBCModel) -> None:
         problems.append(f"coef {np.shape(model.coef)}, nu {nu}, basis {b} disagree")
     if not isinstance(model.kernel, _kernels.Gaussian | _kernels.Linear | _kernels.Polynomial):
         problems.append(f"kernel {type(model.kernel).__name__} is not a jaxrank kernel")
+    for f in MIBCInfo._fields:
+        if np.shape(getattr(model.info, f)) != nu:
+            problems.append(f"info.{f} has shape {np.shape(getattr(model.info, f))}, nu {nu}")
     if problems:
         raise ValueError("inconsistent MIBCModel: " + "; ".join(problems) + ".")
+    _check_loaded_values(model)
+
+
+def _check_loaded_values(model: MIBCModel) -> None:
+    """Every field as strictly as :func:`fit_mibc` checks its arguments (``_check_nu``,
+    ``_check_rho``) and as its solve leaves them: one float dtype (the basis's), ν in (0, 1],
+    C finite > 0, ρ finite >= 0, a positive covariance diagonal, ``β`` in ``[0, C]``, bounds in
+    ``[0, 1]``, status codes of a finished solve and iteration counts >= 0. A solve that ended
+    ``NONFINITE`` may hold NaN in its own row, as :func:`jaxrank.io.check_fitted_fields`
+    allows for the kernel rankers."""
+    mom = model.moments
+    dt = np.asarray(model.basis).dtype
+    fp = _io.float_problems
+    problems = fp(model.basis, "basis", dtype=dt)
+    if problems:  # the dtype every other field must share
+        raise ValueError("invalid MIBCModel: " + "; ".join(problems) + ".")
+    problems += fp(mom.mean, "moments.mean", dtype=dt)
+    problems += fp(mom.rho, "moments.rho", dtype=dt, lo=0.0)
+    if mom.chol is not None:
+        problems += fp(mom.chol, "moments.chol", dtype=dt)
+    if mom.diag is not None:
+        problems += fp(mom.diag, "moments.diag", dtype=dt, lo=0.0, open_lo=True)
+    for f in ("factors", "basis"):
+        if getattr(mom, f) is not None:
+            problems += fp(getattr(mom, f), f"moments.{f}", dtype=dt)
+    if mom.shrink is not None:
+        problems += fp(mom.shrink, "moments.shrink", dtype=dt, lo=0.0, hi=1.0)
+    problems += fp(model.nu, "nu", dtype=dt, lo=0.0, hi=1.0, open_lo=True)
+    problems += fp(model.C, "C", dtype=dt, lo=0.0, open_lo=True)
+    status_bad = _io.status_problems(model.info.status)
+    problems += status_bad + _io.count_problems(model.info.iterations, "info.iterations")
+    ok = ~np.isin(np.asarray(model.info.status), [Status.NONFINITE])  # rows promising numbers
+    C = np.asarray(model.C, dtype=float) if not problems else None
+    per_row = [
+        ("dual_coef", model.dual_coef, 0.0, None),
+        ("coef", model.coef, None, None),
+        ("margin_norm2", model.margin_norm2, 0.0, None),
+        ("neg_error_bound", model.neg_error_bound, 0.0, 1.0),
+        ("neg_error_bound_gaussian", model.neg_error_bound_gaussian, 0.0, 1.0),
+        ("info.objective", model.info.objective, None, None),
+        ("info.dual_objective", model.info.dual_objective, None, None),
+        ("info.gap", model.info.gap, None, None),
+    ]
+    for f, v, lo, hi in per_row:
+        if v is None:
+            continue
+        if status_bad or np.asarray(v).dtype != dt:
+            problems += fp(v, f, dtype=dt)  # dtype (and finiteness, with no status to trust)
+        else:
+            problems += fp(
+                np.asarray(v)[ok] if np.ndim(v) else np.asarray(v)[None][ok], f, lo=lo, hi=hi
+            )
+    if C is not None and not any(p.startswith("dual_coef") for p in problems):
+        beta = np.asarray(model.dual_coef, dtype=float)
+        # β = γC with γ in [0, 1]: a few ulps of rounding in the product, no more
+        over = (beta > (C * (1 + 8 * np.finfo(dt).eps))[..., None]) & ok[..., None]
+        if np.any(over):
+            problems.append(f"dual_coef exceeds C (max {beta.max()!r}, C {C.tolist()!r})")
+    if problems:
+        raise ValueError("invalid MIBCModel: " + "; ".join(problems) + ".")
 
 
 _io.register_model("MIBCModel", MIBCModel, _to_arrays, _from_arrays)

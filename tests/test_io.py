@@ -739,3 +739,248 @@ def test_read_only_folder_refused(models, tmp_path):
             models["float32 scalar"].save(folder / "m.npz")
     finally:
         os.chmod(folder, 0o755)
+
+
+# --------------------------------------------------------------------------------------------
+# the other registered model types (L1Model, MIBCModel): every field validated on load
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def other_models(data):
+    from jaxrank.l1 import fit_l1
+    from jaxrank.mibc import fit_mibc
+
+    X, y = data
+    return {
+        "L1 grid": fit_l1(X, y, l1=[1e-2, 1e-1], dtype=np.float64),
+        "L1 float32 elastic": fit_l1(X, y, l1=1e-2, lam=1e-3, dtype=np.float32),
+        "MIBC full grid": fit_mibc(X, y, nu=[0.1, 0.5]),
+        "MIBC factor": fit_mibc(
+            X, y, nu=0.5, covariance="factor", n_factors=2, key=jax.random.key(0)
+        ),
+        "MIBC gaussian float32": fit_mibc(
+            X, y, nu=0.5, covariance="diag", kernel=kernels.gaussian(), dtype=np.float32
+        ),
+    }
+
+
+def _saved(model) -> bytes:
+    buf = stdio.BytesIO()
+    io.save(model, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["L1 grid", "L1 float32 elastic", "MIBC full grid", "MIBC factor", "MIBC gaussian float32"],
+)
+def test_other_model_types_round_trip(other_models, data, name):
+    """A genuine saved model of each type passes the field checks and scores identically."""
+    model = other_models[name]
+    same = io.load(stdio.BytesIO(_saved(model)))
+    assert type(same) is type(model)
+    assert_identical(same, model)
+    X = data[0].astype(np.asarray(model.basis).dtype)
+    assert _bits(same.decision_function(X)) == _bits(model.decision_function(X))
+
+
+def _set_field(name, value):
+    return _edit(lambda m, meta: _fields(meta, name).update(value=value), rehash=True)
+
+
+def _nan_at_1(a):
+    a = a.copy()
+    a.reshape(-1)[min(1, a.size - 1)] = np.nan
+    return a
+
+
+OTHER_REWRITTEN = {  # (model, edit, message); every edit carries a fresh, matching checksum
+    "L1 l1 = 0": ("L1 grid", _set_array("l1", lambda a: a * 0), "l1 must be finite floats > 0"),
+    "L1 l1 NaN": ("L1 grid", _set_array("l1", _nan_at_1), "l1 must be finite floats > 0"),
+    "L1 lam < 0": ("L1 grid", _set_array("lam", lambda a: a - 1), r"lam must be finite in \[0"),
+    "L1 lam inf": ("L1 float32 elastic", _set_array("lam", lambda a: a * np.inf), "lam must"),
+    "L1 lam float64 in a float32 model": (
+        "L1 float32 elastic",
+        _set_array("lam", lambda a: a.astype(np.float64)),
+        "lam must be a float32 float array",
+    ),
+    "L1 unknown loss": ("L1 grid", _set_field("loss", "mystery"), "loss is 'mystery'"),
+    "L1 eps = 0": ("L1 grid", _set_field("eps", 0.0), "eps must be a finite number > 0"),
+    "L1 eps NaN": ("L1 grid", _set_field("eps", np.nan), "eps must be a finite number > 0"),
+    "L1 status 9": ("L1 grid", _set_array("info.status", lambda a: a * 0 + 9), "info.status"),
+    "L1 status RUNNING": ("L1 grid", _set_array("info.status", lambda a: a * 0 - 1), "codes"),
+    "L1 negative iterations": (
+        "L1 grid",
+        _set_array("info.iterations", lambda a: a * 0 - 1),
+        "info.iterations must be integers >= 0",
+    ),
+    "L1 negative evaluations": (
+        "L1 grid",
+        _set_array("info.evaluations", lambda a: a * 0 - 1),
+        "info.evaluations must be integers >= 0",
+    ),
+    "L1 evaluations as floats": (
+        "L1 grid",
+        _set_array("info.evaluations", lambda a: a.astype(np.float64)),
+        "info.evaluations must be integers >= 0",
+    ),
+    "L1 n_nonzero negative": (
+        "L1 grid",
+        _set_array("info.n_nonzero", lambda a: a * 0 - 2),
+        "info.n_nonzero must be integers >= 0",
+    ),
+    "L1 n_nonzero above the basis": (
+        "L1 grid",
+        _set_array("info.n_nonzero", lambda a: a * 0 + 10**6),
+        "info.n_nonzero 1000000 exceeds",
+    ),
+    "L1 objective as ints": (
+        "L1 grid",
+        _set_array("info.objective", lambda a: a.astype(np.int64)),
+        "info.objective must be floats",
+    ),
+    "L1 coef NaN while CONVERGED": ("L1 grid", _set_array("coef", _nan_at_1), "coef holds NaN"),
+    "L1 basis_index negative": (
+        "L1 grid",
+        _set_array("basis_index", lambda a: a - 1000),
+        "basis_index must be integers >= 0",
+    ),
+    "L1 sigma2 = -1": (
+        "L1 grid",
+        _edit(
+            lambda m, meta: _fields(meta, "kernel", "fields", "sigma2").update(value=-1.0),
+            rehash=True,
+        ),
+        "sigma2 must be finite and > 0",
+    ),
+    "MIBC nu = 0": ("MIBC full grid", _set_array("nu", lambda a: a * 0), r"nu must be finite in"),
+    "MIBC nu > 1": ("MIBC full grid", _set_array("nu", lambda a: a + 1), r"nu must be finite in"),
+    "MIBC nu NaN": ("MIBC full grid", _set_array("nu", _nan_at_1), r"nu must be finite in"),
+    "MIBC C <= 0": ("MIBC full grid", _set_array("C", lambda a: -a), "C must be finite in"),
+    "MIBC rho < 0": (
+        "MIBC full grid",
+        _set_array("moments.rho", lambda a: a * 0 - 1),
+        r"moments.rho must be finite in \[0.0",
+    ),
+    "MIBC rho as ints": (
+        "MIBC full grid",
+        _set_array("moments.rho", lambda a: a.astype(np.int64)),
+        "moments.rho must be a float64 float array",
+    ),
+    "MIBC mean NaN": ("MIBC full grid", _set_array("moments.mean", _nan_at_1), "moments.mean"),
+    "MIBC chol inf": (
+        "MIBC full grid",
+        _set_array("moments.chol", lambda a: a + np.inf),
+        "moments.chol must be finite",
+    ),
+    "MIBC diag <= 0": (
+        "MIBC gaussian float32",
+        _set_array("moments.diag", lambda a: -a),
+        r"moments.diag must be finite in \(0.0",
+    ),
+    "MIBC shrink > 1": (
+        "MIBC factor",
+        _set_array("moments.shrink", lambda a: a + 2),
+        r"moments.shrink must be finite in \[0.0, 1.0\]",
+    ),
+    "MIBC factors NaN": (
+        "MIBC factor",
+        _set_array("moments.factors", _nan_at_1),
+        "moments.factors must be finite",
+    ),
+    "MIBC unknown covariance": (
+        "MIBC full grid",
+        _set_field("moments.covariance", "sparse"),
+        "unknown covariance model 'sparse'",
+    ),
+    "MIBC dual_coef < 0": (
+        "MIBC full grid",
+        _set_array("dual_coef", lambda a: a - 1),
+        r"dual_coef must be finite in \[0.0",
+    ),
+    "MIBC dual_coef > C": (
+        "MIBC full grid",
+        _set_array("dual_coef", lambda a: a + 10),
+        "dual_coef exceeds C",
+    ),
+    "MIBC coef NaN while CONVERGED": (
+        "MIBC full grid",
+        _set_array("coef", _nan_at_1),
+        "coef must be finite",
+    ),
+    "MIBC bound > 1": (
+        "MIBC full grid",
+        _set_array("neg_error_bound", lambda a: a + 2),
+        r"neg_error_bound must be finite in \[0.0, 1.0\]",
+    ),
+    "MIBC gaussian bound < 0": (
+        "MIBC full grid",
+        _set_array("neg_error_bound_gaussian", lambda a: a - 2),
+        "neg_error_bound_gaussian must be finite in",
+    ),
+    "MIBC margin_norm2 < 0": (
+        "MIBC full grid",
+        _set_array("margin_norm2", lambda a: a * 0 - 1),
+        "margin_norm2 must be finite in",
+    ),
+    "MIBC status 7": (
+        "MIBC full grid",
+        _set_array("info.status", lambda a: a * 0 + 7),
+        r"info.status holds \[7\]",
+    ),
+    "MIBC negative iterations": (
+        "MIBC full grid",
+        _set_array("info.iterations", lambda a: a * 0 - 1),
+        "info.iterations must be integers >= 0",
+    ),
+    "MIBC gap as ints": (
+        "MIBC full grid",
+        _set_array("info.gap", lambda a: a.astype(np.int64)),
+        "info.gap must be a float64 float array",
+    ),
+    "MIBC C float32 in a float64 model": (
+        "MIBC full grid",
+        _set_array("C", lambda a: a.astype(np.float32)),
+        "C must be a float64 float array",
+    ),
+    "MIBC sigma2 NaN": (
+        "MIBC gaussian float32",
+        _edit(
+            lambda m, meta: _fields(meta, "kernel", "fields", "sigma2").update(value=np.nan),
+            rehash=True,
+        ),
+        "sigma2 must be finite and > 0",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def other_blobs(other_models):
+    return {name: _saved(m) for name, m in other_models.items()}
+
+
+@pytest.mark.parametrize("case", list(OTHER_REWRITTEN))
+def test_other_model_types_rewritten_fields_refused(other_blobs, case):
+    """Each field of an L1Model / MIBCModel rewritten (checksum matching) is refused by name."""
+    model, make, match = OTHER_REWRITTEN[case]
+    with pytest.raises(ValueError, match=match) as err:
+        io.load(stdio.BytesIO(make(other_blobs[model])))
+    assert str(err.value).startswith("the file object"), err.value  # names the file
+
+
+def test_other_model_types_nonfinite_row_may_hold_nan(other_blobs):
+    """A solve that ended NONFINITE keeps its NaN row (L1 and MIBC): such a model loads."""
+    from jaxrank.solver import Status
+
+    def edit(m, meta):
+        for f in ("coef", "dual_coef", "margin_norm2", "info.objective"):
+            if f in m:
+                m[f] = m[f].copy()
+                m[f][1] = np.nan
+        m["info.status"] = m["info.status"].copy()
+        m["info.status"][1] = int(Status.NONFINITE)
+
+    for name in ("L1 grid", "MIBC full grid"):
+        model = io.load(stdio.BytesIO(_edit(edit, rehash=True)(other_blobs[name])))
+        assert np.isnan(model.coef[1]).all() and np.isfinite(model.coef[0]).all()
