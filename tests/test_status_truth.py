@@ -13,6 +13,10 @@ and coefficients. ``m_pad ≤ 2m`` bounds any row padding (shape buckets), so th
 at ``2m`` (the depth grows with m). Fits run in float32 — where the floor is what CONVERGED
 rests on — over λ from 1e-12 to 1e6, and no CONVERGED model may be degenerate (β = 0 or every
 score tied) on these informative data.
+
+Greedy (:func:`jaxrank.fit_greedy`) ends with the same solver over its chosen basis, so the same
+certificate holds with the squared hinge. The stochastic fitter's certificate is its own:
+``||∇F(β)||_∞ ≤ grad_tol·||∇F(0)||_∞`` at the returned β (:mod:`jaxrank.stochastic`).
 """
 
 import importlib
