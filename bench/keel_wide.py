@@ -56,6 +56,7 @@ the figure to ``bench/results/``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -154,7 +155,7 @@ def _folds(y, k: int) -> int:
     return max(2, min(k, int(np.sum(y == 1)), int(np.sum(y != 1))))
 
 
-def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool):
+def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool, cv_params=None):
     """Fit one method on the training split (search included); ``(scores, pred, info)`` on the
     test rows, or ``None`` where the method does not apply."""
     d = Xtr.shape[1]
@@ -162,7 +163,8 @@ def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool):
     if name == "rankrc-cv":
         from jaxrank.sklearn import RankRCClassifierCV
 
-        est = RankRCClassifierCV(random_state=split, **(QUICK["cv_params"] if quick else {}))
+        params = {**(QUICK["cv_params"] if quick else {}), **(cv_params or {})}
+        est = RankRCClassifierCV(random_state=split, **params)
         est.fit(Xtr, ytr)
         info = {"best_params": est.best_params_, "best_cv_auc": est.best_score_}
         return est.decision_function(Xte), est.predict(Xte), info
@@ -209,7 +211,7 @@ def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool):
     raise ValueError(f"unknown method {name!r}; use one of {METHODS}.")
 
 
-def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool) -> dict:
+def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool, cv_params=None) -> dict:
     X, y, dropped = load_set(name)
     runs = []
     for split in range(splits):
@@ -222,7 +224,8 @@ def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool) -> dic
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                out = run_method(meth, Xtr, ytr, Xte, split=split, n_jobs=n_jobs, quick=quick)
+                out = run_method(meth, Xtr, ytr, Xte, split=split, n_jobs=n_jobs, quick=quick,
+                                 cv_params=cv_params)  # fmt: skip
             secs = time.perf_counter() - t0
             if out is None:
                 continue
@@ -375,6 +378,9 @@ def parse_args(argv=None):
                    help="n_jobs of GridSearchCV (SVC-W) and XGBoost")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="JSON path (default bench/out/...)")
     p.add_argument("--fresh", action="store_true", help="ignore sets already in --out")
+    p.add_argument("--cv-params", type=json.loads, default=None, metavar="JSON",
+                   help="RankRCClassifierCV parameters over its defaults, e.g. "
+                        "'{\"sigma2_factors\": [0.25, 1, 4]}'")  # fmt: skip
     p.add_argument("--save", action="store_true", help="copy JSON and PNG to bench/results/")
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="every N-th set from the I-th (0-based)")  # fmt: skip
@@ -397,8 +403,6 @@ def _shard(order: list, spec: str | None) -> list:
 
 def merge(paths, out: Path, save: bool) -> int:
     """Merge partial results (same settings) into one, sets in size order; first wins."""
-    import json
-
     parts = [json.loads(Path(p).read_text()) for p in paths]
     keys = ("quick", "splits", "methods", "seed")
     for p, part in zip(paths, parts, strict=True):
@@ -420,8 +424,6 @@ def merge(paths, out: Path, save: bool) -> int:
 
 
 def main(argv=None) -> int:
-    import json
-
     args = parse_args(argv)
     C.limit_blas()
     quick = args.quick
@@ -438,12 +440,13 @@ def main(argv=None) -> int:
     order = _shard(order, args.shard)
     settings = {"quick": quick, "splits": splits, "methods": args.methods,
                 "n_jobs": args.n_jobs, "max_rows": args.max_rows, "seed": SEED,
-                "tie_points": TIE}  # fmt: skip
+                "tie_points": TIE, "cv_params": args.cv_params}  # fmt: skip
     result = {"benchmark": NAME, "env": C.env_info(), "settings": settings, "sets": {},
               "failed_to_load": failed, "not_keel": NOT_KEEL}  # fmt: skip
     if out.exists() and not args.fresh:
         old = json.loads(out.read_text())
-        same = {k: old["settings"].get(k) for k in ("quick", "splits", "methods", "seed")}
+        keys = ("quick", "splits", "methods", "seed", "cv_params")
+        same = {k: old["settings"].get(k) for k in keys}
         if same == {k: settings[k] for k in same}:
             result["sets"] = {k: v for k, v in old["sets"].items() if k in order}
             print(f"resuming: {len(result['sets'])} sets already in {out}")
@@ -456,7 +459,7 @@ def main(argv=None) -> int:
             skipped.append(name)
             continue
         result["sets"][name] = run_set(name, args.methods, splits=splits, n_jobs=args.n_jobs,
-                                       quick=quick)  # fmt: skip
+                                       quick=quick, cv_params=args.cv_params)  # fmt: skip
         result["summary"] = summarise(result["sets"], args.methods)
         C.write_json(out, result)
     result["skipped"] = skipped

@@ -136,7 +136,7 @@ def test_cv_table_matches_direct_fits(data, fitted):
     key = jax.random.key(np.random.RandomState(0).randint(np.iinfo(np.int32).max))
     s2 = est.cv_results_["param_sigma2"][:: len(LAMS)][: len(FACTORS)]
     search = _cv.cv_search(X, pos, lams=LAMS, sigma2s=s2, policies=("rare", "auto"), folds=CV,
-                           key=key, min_basis=MIN_BASIS, dtype="float32")  # fmt: skip
+                           key=key, min_basis=MIN_BASIS, dtype="float32", tol=1e-4)  # fmt: skip
     np.testing.assert_allclose(search.mean_auc.ravel(), est.cv_results_["mean_test_score"])
     # one entry of the table by hand: fold 1, auto basis, second σ², every λ
     k_fold, k_trim, _ = jax.random.split(key, 3)
@@ -148,11 +148,32 @@ def test_cv_table_matches_direct_fits(data, fitted):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
         kernel = jaxrank.kernels.gaussian(float(s2[1]))
-        model = jaxrank.fit(X[tr], pos[tr], LAMS, basis=idx, kernel=kernel, dtype="float32")
+        # the search's defaults: the warm path, and the estimator's search_tol
+        model = jaxrank.fit(X[tr], pos[tr], LAMS, basis=idx, kernel=kernel, dtype="float32",
+                            path="warm", chains=1, tol=1e-4)  # fmt: skip
     scores = np.asarray(model.decision_function(X[te]), np.float64)
     want = [roc_auc_score(pos[te], s) for s in scores]
     np.testing.assert_allclose(search.cv_auc[1, 1, 1], want, atol=1e-6)
     assert search.n_basis.tolist() == [int(pos.sum()), MIN_BASIS]
+
+
+@pytest.mark.parametrize("search_tol, want", [(1e-4, 1e-4), (1e-3, 1e-3), (None, 1e-7)])
+def test_search_tol_reaches_the_cv_fits_and_tol_the_refit(data, monkeypatch, search_tol, want):
+    X, y = data
+    seen = []
+    real_fit = _cv.fit
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["tol"], kwargs.get("path"), kwargs.get("chains")))
+        return real_fit(*args, **kwargs)
+
+    from jaxrank import _sklearn_cv
+
+    monkeypatch.setattr(_cv, "fit", spy)
+    monkeypatch.setattr(_sklearn_cv, "fit", spy)
+    _est(search_tol=search_tol, tol=1e-7, basis="rare").fit(X, y)
+    # every CV fit: the search tolerance on the warm path (one chain); the refit keeps tol
+    assert seen == [(want, "warm", 1)] * (CV * len(FACTORS)) + [(1e-7, None, None)]
 
 
 def test_cv_search_copies_identical_policies(data):
