@@ -38,6 +38,7 @@ users (the default directory is created with mode 0700).
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import warnings
@@ -47,11 +48,14 @@ import jax
 
 __all__ = [
     "DISABLE_ENV",
+    "MAX_MAPS",
     "MIN_COMPILE_TIME_SECS",
     "MIN_FREE_BYTES",
     "CompilationCacheWarning",
+    "bound_compiled_programs",
     "compilation_cache_dir",
     "default_cache_dir",
+    "map_count",
     "set_compilation_cache",
 ]
 
@@ -66,6 +70,19 @@ loading a small entry costs 1-9 ms)."""
 MIN_FREE_BYTES = 64 * 2**20
 """A cache directory on a file system with less free space than this counts as full (entries
 are ~5 KB to ~1 MB; this leaves room for hundreds of programs without taking the last bytes)."""
+
+MAX_MAPS = 30_000
+"""Memory mappings of the process above which :func:`bound_compiled_programs` drops JAX's
+in-memory compiled programs. Every XLA:CPU executable keeps memory mappings for its compiled
+kernels until its jit cache entry is dropped (the RankRC solver, ~180 kernels, several hundred);
+at Linux's default ``vm.max_map_count`` (65530) the next compilation aborts the process inside
+LLVM ("Unable to allocate section memory"). Seen in ``bench/keel_wide.py`` after 47 data sets in
+one process, and in the test suite after ~800 s."""
+
+#: Check the mapping count on every this many calls of :func:`bound_compiled_programs` (reading
+#: ``/proc/self/maps`` costs ~1 ms per 10 000 mappings).
+_CHECK_EVERY = 8
+_calls = 0
 
 _DIR_ENV = "JAX_COMPILATION_CACHE_DIR"
 _MIN_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
@@ -180,3 +197,36 @@ def _configure_on_import() -> Path | None:
     if configured is not None:
         return _use(Path(configured).expanduser(), source=f"${_DIR_ENV}")
     return _use(default_cache_dir(), source="directory")
+
+
+def map_count() -> int | None:
+    """Number of memory mappings of this process (``None`` where ``/proc`` does not exist)."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return f.read().count(b"\n")
+    except OSError:
+        return None
+
+
+def bound_compiled_programs(max_maps: int = MAX_MAPS, *, every: int = _CHECK_EVERY) -> bool:
+    """Drop JAX's in-memory compiled programs when the process holds too many memory mappings.
+
+    Called by every fit (:func:`jaxrank.fit.fit_rows`) before it compiles or runs anything, so
+    a long session — hundreds of data sets or shapes in one process — never reaches the kernel's
+    limit (:data:`MAX_MAPS`). The count is read on every ``every``-th call only. Dropping the
+    caches (``jax.clear_caches()``) also drops the caller's own jitted programs; they are
+    recompiled, or loaded from the persistent cache, when next called.
+
+    Returns:
+      whether the caches were dropped.
+    """
+    global _calls
+    _calls += 1
+    if _calls % max(int(every), 1):
+        return False
+    n = map_count()
+    if n is None or n <= max_maps:
+        return False
+    jax.clear_caches()
+    gc.collect()
+    return True

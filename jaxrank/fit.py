@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import _buckets, pairwise
+from jaxrank import _buckets, _cache, pairwise
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._validation import (
@@ -875,6 +875,8 @@ def fit_rows(
       mesh: ``(mesh, axis)`` from :func:`~jaxrank.kernels.row_mesh`: build the block split by
         rows over the devices of ``mesh[axis]`` (data-parallel fit); ``None``: one device.
     """
+    # a long session compiles a program per new bucket: keep the process's mappings bounded
+    _cache.bound_compiled_programs()
     dt = np.dtype(dtype)
     check_lam_dtype(lams, dt)  # before any allocation: λ this dtype cannot solve
     lossfn = get_loss(loss, eps)

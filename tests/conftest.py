@@ -9,6 +9,8 @@ import gc
 import jax
 import pytest
 
+from jaxrank._cache import map_count
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
@@ -21,18 +23,10 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 _MAX_MAPS = 10_000
 
 
-def _map_count() -> int | None:
-    try:
-        with open("/proc/self/maps", "rb") as f:
-            return sum(1 for _ in f)
-    except OSError:  # not Linux
-        return None
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _bounded_compile_cache():
     yield
-    n = _map_count()
+    n = map_count()
     if n is not None and n > _MAX_MAPS:
         jax.clear_caches()
         gc.collect()

@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 import jaxrank
@@ -210,3 +211,33 @@ def test_second_process_loads_the_solver(tmp_path):
     assert "jit__solve" not in first["hits"] and entries
     second = _run(_FIT, env, cwd=tmp_path)
     assert "jit__solve" in second["hits"], second["hits"]
+
+
+def test_bound_compiled_programs_drops_jit_caches_only_above_the_limit(monkeypatch):
+    n = _cache.map_count()
+    if n is None:
+        pytest.skip("no /proc/self/maps on this platform")
+    assert n > 0
+    f = jax.jit(lambda x: x + 1)
+    f(jnp.ones(3))
+    assert f._cache_size() == 1
+    monkeypatch.setattr(_cache, "_calls", 0)
+    # below the limit: nothing dropped
+    assert not _cache.bound_compiled_programs(n + 10_000, every=1)
+    assert f._cache_size() == 1
+    # only every `every`-th call reads the count: calls 2 and 3 of every=4 do nothing
+    assert not _cache.bound_compiled_programs(0, every=4)
+    assert not _cache.bound_compiled_programs(0, every=4)
+    assert f._cache_size() == 1
+    assert _cache.bound_compiled_programs(0, every=4)  # the 4th call: over the limit, dropped
+    assert f._cache_size() == 0
+    f(jnp.ones(3))  # recompiles (or loads) and still works
+    assert f._cache_size() == 1
+
+
+def test_every_fit_bounds_the_compiled_programs(monkeypatch):
+    seen = []
+    monkeypatch.setattr(_cache, "bound_compiled_programs", lambda *a, **k: seen.append(1))
+    X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
+    jaxrank.fit_rankrc(X, y, 2.0**-4)
+    assert seen == [1]
