@@ -111,6 +111,9 @@ def test_choose_rules():
     assert _cv.choose(mean, se, lams, s2, "one_se") == (0, 1, 3)
     # smoothed: (0.89 + 0.89 + 0.88)/3 at σ² = 2, λ = 1 beats (0.8 + 0.9 + 0.85)/3
     assert _cv.choose(mean, se, lams, s2, "smooth") == (0, 1, 2)
+    # smoothed over σ² and λ: both σ² rows share every box here; column means .75 .895 .87 .865
+    # give boxes .8225 .838 .8767 .8675, so λ = 1, the tie to the larger σ²
+    assert _cv.choose(mean, se, lams, s2, "smooth_grid") == (0, 1, 2)
     # exact ties go to the larger λ, then the larger σ², then the first basis
     flat = np.full((2, 2, 4), 0.7)
     assert _cv.choose(flat, se.repeat(2, 0), lams, s2, "max") == (0, 1, 3)
@@ -118,6 +121,23 @@ def test_choose_rules():
         _cv.choose(mean, se, lams, s2, "median")
     with pytest.raises(ValueError, match="finite"):
         _cv.choose(mean * np.nan, se, lams, s2, "max")
+
+
+def test_smooth_grid_is_the_box_mean_and_prefers_a_plateau_to_a_spike():
+    rng = np.random.default_rng(0)
+    m = rng.random((2, 4, 5))
+    want = np.empty_like(m)
+    for b, s, j in np.ndindex(*m.shape):
+        want[b, s, j] = m[b, max(0, s - 1) : s + 2, max(0, j - 1) : j + 2].mean()
+    np.testing.assert_allclose(_cv._smooth_grid(m), want, rtol=1e-15)
+    # a lone spike (one lucky fold pattern) against a broad plateau slightly below it
+    table = np.full((1, 5, 6), 0.60)
+    table[0, 0, 0] = 0.95
+    table[0, 2:5, 3:6] = 0.90
+    lams, s2 = 2.0 ** np.arange(6), 2.0 ** np.arange(5)
+    se = np.zeros_like(table)
+    assert _cv.choose(table, se, lams, s2, "max") == (0, 0, 0)
+    assert _cv.choose(table, se, lams, s2, "smooth_grid") == (0, 4, 5)
 
 
 def test_smooth_ends():
@@ -204,8 +224,17 @@ def test_estimator_conventions(data, fitted):
     assert not hasattr(est, "predict_proba")
     res = est.cv_results_
     i = est.best_index_
-    assert res["mean_test_score"][i] == est.best_score_ == res["mean_test_score"].max()
-    assert res["rank_test_score"][i] == 1
+    assert res["mean_test_score"][i] == est.best_score_
+    # the default rule's pick from the table (smoothed, so not always the raw maximum)
+    assert est.rule == "smooth_grid"
+    table = np.asarray(res["mean_test_score"]).reshape(2, len(FACTORS), len(LAMS))
+    s2 = res["param_sigma2"][:: len(LAMS)][: len(FACTORS)]
+    pick = _cv.choose(table, np.zeros_like(table), LAMS, s2, "smooth_grid")
+    assert i == np.ravel_multi_index(pick, table.shape)
+    # ranks are by raw mean (scikit-learn's); the smoothed pick need not hold rank 1
+    mean = res["mean_test_score"]
+    assert res["rank_test_score"][i] == 1 + np.sum(mean > mean[i])
+    assert res["rank_test_score"][np.argmax(mean)] == 1
     bp = est.best_params_
     assert bp["lam"] == res["param_lam"][i] and bp["sigma2"] == res["param_sigma2"][i]
     assert bp["basis"] == res["param_basis"][i] and bp["n_basis"] == est.model_.n_basis
