@@ -248,6 +248,13 @@ def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool, cv_par
                      "m_test": int(te.size), "methods": res})  # fmt: skip
         line = "  ".join(f"{k} {v['auc'] * 100:.1f}" for k, v in res.items())
         print(f"{name} split {split}: {line}", flush=True)
+    return {"rows": int(y.size), "rare": int(np.sum(y == 1)), "d": int(X.shape[1]),
+            "dropped_rows": dropped, "tuning": name in TUNE_SETS, "splits": splits,
+            "runs": runs, "mean": set_means(runs, methods)}  # fmt: skip
+
+
+def set_means(runs: list, methods) -> dict:
+    """Per method: mean AUC and AM over a set's splits, total fit time."""
     per = {}
     for meth in methods:
         vals = [r["methods"][meth] for r in runs if meth in r["methods"]]
@@ -257,9 +264,7 @@ def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool, cv_par
                 "am": float(np.mean([v["am"] for v in vals])),
                 "fit_seconds": float(np.sum([v["fit_seconds"] for v in vals])),
             }
-    return {"rows": int(y.size), "rare": int(np.sum(y == 1)), "d": int(X.shape[1]),
-            "dropped_rows": dropped, "tuning": name in TUNE_SETS, "splits": splits,
-            "runs": runs, "mean": per}  # fmt: skip
+    return per
 
 
 # ---------------------------------------------------------------------------- summary
@@ -412,20 +417,36 @@ def _shard(order: list, spec: str | None) -> list:
 
 
 def merge(paths, out: Path, save: bool) -> int:
-    """Merge partial results (same settings) into one, sets in size order; first wins."""
+    """Merge partial results (same splits and seed) into one, sets in size order.
+
+    A set is taken from the first part that has it; a later part that has the same set adds,
+    split by split, the methods the set lacks (so a run of some methods completes a run of
+    others: the settings' ``methods`` become the union). Shards of one run hold disjoint sets.
+    """
     parts = [json.loads(Path(p).read_text()) for p in paths]
-    keys = ("quick", "splits", "methods", "seed")
+    keys = ("quick", "splits", "seed")
     for p, part in zip(paths, parts, strict=True):
         if any(part["settings"][k] != parts[0]["settings"][k] for k in keys):
             raise SystemExit(f"{p}: settings differ from {paths[0]}; not merged")
+    methods = [m for m in METHODS if any(m in p["settings"]["methods"] for p in parts)]
     sets = {}
     for part in parts:
         for k, v in part["sets"].items():
-            sets.setdefault(k, v)
+            if k not in sets:
+                sets[k] = json.loads(json.dumps(v))  # a copy: the parts stay as read
+                continue
+            mine = {r["split"]: r for r in sets[k]["runs"]}
+            for r in v["runs"]:
+                if r["split"] in mine:
+                    for meth, res in r["methods"].items():
+                        mine[r["split"]]["methods"].setdefault(meth, res)
+    for v in sets.values():
+        v["mean"] = set_means(v["runs"], methods)
     result = {**parts[0], "sets": dict(sorted(sets.items(), key=lambda kv: (kv[1]["rows"], kv[0])))}
+    result["settings"] = {**parts[0]["settings"], "methods": methods}
     done = set(sets)
     result["skipped"] = sorted({n for p in parts for n in p.get("skipped", [])} - done)
-    result["summary"] = summarise(result["sets"], result["settings"]["methods"])
+    result["summary"] = summarise(result["sets"], methods)
     result["seconds"] = float(sum(p.get("seconds", 0.0) for p in parts))
     result["merged_from"] = [str(p) for p in paths]
     C.finish(result, out, name=NAME, quick=result["settings"]["quick"], save=save,

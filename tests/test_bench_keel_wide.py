@@ -68,3 +68,57 @@ def test_quick_run(tmp_path):
     assert report["summary"]["all"]["rankrc-cv"]["sets"] == 2
     assert (tmp_path / "kw.png").exists()
     assert "rankrc-cv" in out
+
+
+def _part(methods, sets):
+    return {"benchmark": "keel_wide", "env": {}, "seconds": 1.0, "skipped": [],
+            "settings": {"quick": False, "splits": 1, "seed": 0, "methods": list(methods),
+                         "n_jobs": 1},
+            "sets": sets}  # fmt: skip
+
+
+def _run_set(aucs: dict, rows=100):
+    run = {
+        "split": 0,
+        "m": rows,
+        "m_pos": 10,
+        "m_test": 25,
+        "methods": {m: {"auc": a, "am": a - 0.1, "fit_seconds": 2.0} for m, a in aucs.items()},
+    }
+    return {"rows": rows, "rare": 10, "d": 3, "dropped_rows": 0, "tuning": False, "splits": 1,
+            "runs": [run], "mean": {}}  # fmt: skip
+
+
+def test_merge_adds_the_methods_a_set_lacks_first_part_wins(kw, tmp_path):
+    import json
+
+    a = _part(
+        ["rankrc-cv", "svc-w"],
+        {
+            "s1": _run_set({"rankrc-cv": 0.9, "svc-w": 0.8}),
+            "s2": _run_set({"rankrc-cv": 0.7, "svc-w": 0.75}, 200),
+        },
+    )
+    b = _part(["rankrc-cv", "rankrc", "svc-w"],
+              {"s1": _run_set({"rankrc-cv": 0.1, "rankrc": 0.85, "svc-w": 0.1}),
+               "s3": _run_set({"rankrc": 0.6, "svc-w": 0.65}, 50)})  # fmt: skip
+    paths = []
+    for name, part in (("a", a), ("b", b)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(part))
+    out = tmp_path / "m.json"
+    assert kw.merge(paths, out, save=False) == 0
+    res = json.loads(out.read_text())
+    assert res["settings"]["methods"] == ["rankrc-cv", "rankrc", "svc-w"]
+    assert list(res["sets"]) == ["s3", "s1", "s2"]  # by rows
+    s1 = res["sets"]["s1"]["mean"]
+    # the first part's numbers win; the second only adds the method s1 lacked
+    assert (s1["rankrc-cv"]["auc"], s1["svc-w"]["auc"], s1["rankrc"]["auc"]) == (0.9, 0.8, 0.85)
+    assert "rankrc" not in res["sets"]["s2"]["mean"]
+    r = res["summary"]["all"]["rankrc"]
+    assert r["sets"] == 2 and r["auc"] == pytest.approx((0.85 + 0.6) / 2)
+    assert res["summary"]["all"]["rankrc-cv"]["sets"] == 2
+    b["settings"]["splits"] = 2
+    paths[1].write_text(json.dumps(b))
+    with pytest.raises(SystemExit, match="settings differ"):
+        kw.merge(paths, out, save=False)
