@@ -32,7 +32,10 @@ import threading
 import jax
 import numpy as np
 
-__all__ = ["at_least", "bucket", "bucket_lams", "disabled", "enabled", "floors", "put", "rung"]
+__all__ = [
+    "at_least", "bucket", "bucket_lams", "bucket_pow2", "disabled", "enabled", "floors", "put",
+    "rung",
+]  # fmt: skip
 
 #: Largest distance between two rungs of the ladder.
 MAX_QUANTUM = 1024
@@ -106,6 +109,21 @@ def rung(n: int) -> int:
     e = (int(n) - 1).bit_length()  # 2^(e-1) < n <= 2^e
     q = min(max(2 ** (e - 1 - RUNG_BITS), MIN_QUANTUM), MAX_QUANTUM)
     return -(-int(n) // q) * q
+
+
+def bucket_pow2(n: int) -> int:
+    """``n`` padded to a power of two (``n`` itself when buckets are disabled): the coarse
+    ladder of a cross-validated search on small data (:func:`jaxrank._cv.search_floors`), where
+    one compilation costs more than doubling the rows.
+
+    Example:
+      >>> [bucket_pow2(n) for n in (1, 3, 58, 64, 65, 194)]
+      [1, 4, 64, 64, 128, 256]
+    """
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"a bucketed size must be >= 1, got {n}.")
+    return 1 << (n - 1).bit_length() if enabled() else n
 
 
 def bucket_lams(n: int, multiple: int = 1) -> int:

@@ -99,12 +99,12 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxrank import _buckets, metrics
 from jaxrank import kernels as _kernels
-from jaxrank import metrics
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.fit import ConvergenceWarning, fit
-from jaxrank.select import stratified_folds
+from jaxrank.select import shared_floors, stratified_folds
 
 __all__ = [
     "AUTO_MIN_BASIS",
@@ -115,7 +115,9 @@ __all__ = [
     "choose",
     "cv_search",
     "equal_folds",
+    "refit",
     "refit_basis",
+    "search_floors",
 ]
 
 #: Smallest basis of ``basis="auto"`` (module notes; measured in ``bench/keel_wide_tune.py``).
@@ -356,8 +358,26 @@ def cv_search(
     fold = stratified_folds(pos, folds, key=k_fold)
     train = equal_folds(fold, pos, key=k_trim)
     held = [np.flatnonzero(fold == f) for f in range(folds)]
-    n_held = max(h.size for h in held)
+    # held-out rows padded to a bucket: sets of similar sizes share the scoring programs
+    n_held = _buckets.bucket(max(h.size for h in held))
     cv = np.empty((len(policies), s2.size, folds, grid.size), np.float64)
+    with search_floors(pos, policies, grid.size, min_basis, fit_kwargs.get("dtype")):
+        _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
+                      fit_kwargs)  # fmt: skip
+    n_basis = np.array(
+        [_policy_basis(p, X, pos, k_basis, min_basis).size for p in policies], np.int64
+    )
+    mean = cv.mean(axis=2)
+    se = cv.std(axis=2, ddof=1) / math.sqrt(folds)
+    return CVSearch(
+        policies=policies, n_basis=n_basis, sigma2s=s2, lams=grid, cv_auc=cv, mean_auc=mean,
+        se_auc=se, fit_seconds=time.perf_counter() - t0,
+    )  # fmt: skip
+
+
+def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
+                  fit_kwargs):  # fmt: skip
+    folds = len(train)
     for f in range(folds):
         tr, te = train[f], held[f]
         # held-out rows zero-padded to one size (one scoring program); padding masked out
@@ -383,15 +403,42 @@ def cv_search(
                                 kernel=_kernels.gaussian(float(sigma2)), **fit_kwargs)  # fmt: skip
                 scores = model.decision_function(Xte)
                 cv[b, s, f] = np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
-    n_basis = np.array(
-        [_policy_basis(p, X, pos, k_basis, min_basis).size for p in policies], np.int64
-    )
-    mean = cv.mean(axis=2)
-    se = cv.std(axis=2, ddof=1) / math.sqrt(folds)
-    return CVSearch(
-        policies=policies, n_basis=n_basis, sigma2s=s2, lams=grid, cv_auc=cv, mean_auc=mean,
-        se_auc=se, fit_seconds=time.perf_counter() - t0,
-    )  # fmt: skip
+
+
+def search_floors(pos, policies, n_lams: int, min_basis: int = AUTO_MIN_BASIS, dtype=None):
+    """Bucket floors at the whole set's sizes for a search and its refit
+    (:func:`jaxrank.select.shared_floors`): every fold, σ² and the refit run one compiled
+    solver. The basis floor is the largest basis of ``policies`` on the whole set. Small
+    blocks take the power-of-two ladder (``coarse``), so that searches on data sets of many
+    sizes share their programs: measured on ``bench/keel_wide.py`` (module notes)."""
+    m, n_pos = pos.size, int(np.sum(pos))
+    sizes = {"rare": n_pos, "all": m, "auto": auto_basis_size(m, n_pos, min_basis)}
+    nb = max(sizes[p] for p in _check_policies(policies))
+    itemsize = np.dtype(dtype if dtype is not None else np.float32).itemsize
+    return shared_floors(m, n_pos, nb, n_lams, itemsize, coarse=True)
+
+
+def refit(X, y, lam, *, policy, sigma2, key, lams, policies=None,
+          min_basis: int = AUTO_MIN_BASIS, **fit_kwargs):  # fmt: skip
+    """The chosen model on all rows, in the search's compiled program.
+
+    The basis is :func:`refit_basis`; the fit runs on the warm path inside the search's floors
+    (:func:`search_floors`; ``lams`` and ``policies`` as searched), so a single λ is the
+    search's program with every λ slot holding ``lam`` (the copies after the first cost one
+    evaluation each) and compiles nothing new. The optimum is the single-λ fit's (same
+    objective, same tolerance).
+
+    Returns:
+      ``(model, basis_index)``: a :class:`jaxrank.RankModel` for the scalar ``lam``.
+    """
+    X, pos = check_X_y(X, y)
+    idx = refit_basis(policy, X, pos, key=key, min_basis=min_basis)
+    opts = {"path": "warm", "chains": 1, **fit_kwargs}
+    searched = (policy,) if policies is None else policies
+    with search_floors(pos, searched, int(np.size(lams)), min_basis, opts.get("dtype")):
+        model = fit(X, pos, float(lam), basis=idx, kernel=_kernels.gaussian(float(sigma2)),
+                    **opts)  # fmt: skip
+    return model, idx
 
 
 def refit_basis(policy: str, X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:

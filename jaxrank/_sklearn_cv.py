@@ -20,7 +20,6 @@ from sklearn.utils.validation import check_random_state, validate_data
 from jaxrank import _cv
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_lam
-from jaxrank.fit import fit
 
 __all__ = ["DEFAULT_LAMS", "DEFAULT_SIGMA2_FACTORS", "RankRCClassifierCV"]
 
@@ -196,9 +195,11 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             min_basis=self.min_basis, **{**opts, "tol": tol},
         )  # fmt: skip
         b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
-        idx = _cv.refit_basis(policies[b], X, pos, key=key, min_basis=self.min_basis)
-        self.model_ = fit(X, pos, float(lams[j]), basis=idx,
-                          kernel=_kernels.gaussian(float(sigma2s[s])), **opts)  # fmt: skip
+        # in the search's compiled program (same floors, warm path): no new compilation
+        self.model_, idx = _cv.refit(
+            X, pos, float(lams[j]), policy=policies[b], sigma2=float(sigma2s[s]), key=key,
+            lams=lams, policies=policies, min_basis=self.min_basis, **opts,
+        )  # fmt: skip
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = classes
         self.pos_label_ = classes[i_pos]

@@ -26,9 +26,9 @@ from jaxrank._validation import (
     check_positive,
     check_X_y,
 )
-from jaxrank.fit import STAGED_MIN_BYTES, RankModel, fit
+from jaxrank.fit import SHARED_GRID_MAX_BYTES, STAGED_MIN_BYTES, RankModel, fit
 
-__all__ = ["SelectionResult", "select_lambda", "stratified_folds"]
+__all__ = ["SelectionResult", "select_lambda", "shared_floors", "stratified_folds"]
 
 
 class SelectionResult(NamedTuple):
@@ -128,13 +128,7 @@ def _permutation(key, n: int) -> np.ndarray:
 
 
 def _shared_buckets(X, pos, n_lams: int, basis, fit_kwargs):
-    """Bucket floors at the sizes of the whole data set (:func:`jaxrank._buckets.at_least`), so
-    that every fold's fit and the refit share one compiled solver.
-
-    Only for problems whose compilation dominates (the kernel block under
-    :data:`~jaxrank.fit.STAGED_MIN_BYTES`): a fold of a large set would otherwise carry the
-    padding up to the whole set's size (``1/k`` of its rows) as real work.
-    """
+    """:func:`shared_floors` for a basis policy of :func:`select_lambda`."""
     m = pos.size
     n_pos = int(pos.sum())
     if basis == "rare":
@@ -143,11 +137,35 @@ def _shared_buckets(X, pos, n_lams: int, basis, fit_kwargs):
         nb = m
     else:  # random / landmark strategies: n_basis rows, default m+
         nb = fit_kwargs.get("n_basis") or n_pos
+    return shared_floors(m, n_pos, int(nb), n_lams, X.dtype.itemsize)
+
+
+def shared_floors(m: int, n_pos: int, n_basis: int, n_lams: int, itemsize: int, *,
+                  coarse: bool = False):  # fmt: skip
+    """Bucket floors at the sizes of the whole data set (:func:`jaxrank._buckets.at_least`), so
+    that every fold's fit and the refit share one compiled solver.
+
+    Only for problems whose compilation dominates (the kernel block under
+    :data:`~jaxrank.fit.STAGED_MIN_BYTES`): a fold of a large set would otherwise carry the
+    padding up to the whole set's size (``1/k`` of its rows) as real work.
+
+    With ``coarse``, a block under :data:`~jaxrank.fit.SHARED_GRID_MAX_BYTES` has its class
+    sizes and basis padded to powers of two instead (:func:`jaxrank._buckets.bucket_pow2`):
+    at most twice the rows, in exchange for one program serving data sets of many sizes.
+
+    Args:
+      m, n_pos: rows and rare rows of the whole (training) set; ``n_basis``: its basis size;
+      n_lams: the λ count; itemsize: bytes per kernel entry.
+      coarse: the power-of-two ladder for small blocks (:func:`jaxrank._cv.search_floors`).
+    """
     groups = (_buckets.bucket(n_pos), _buckets.bucket(m - n_pos))
-    if sum(groups) * _buckets.bucket(int(nb)) * X.dtype.itemsize >= STAGED_MIN_BYTES:
+    nb = _buckets.bucket(int(n_basis))
+    if sum(groups) * nb * itemsize >= STAGED_MIN_BYTES:
         return _buckets.at_least()
-    return _buckets.at_least(groups=groups, basis=_buckets.bucket(int(nb)),
-                             lams=_buckets.bucket_lams(n_lams))  # fmt: skip
+    if coarse and sum(groups) * nb * itemsize < SHARED_GRID_MAX_BYTES:
+        groups = (_buckets.bucket_pow2(n_pos), _buckets.bucket_pow2(m - n_pos))
+        nb = _buckets.bucket_pow2(int(n_basis))
+    return _buckets.at_least(groups=groups, basis=nb, lams=_buckets.bucket_lams(n_lams))
 
 
 def _held_out_auc(model: RankModel, X_test: np.ndarray, pos_test: np.ndarray) -> np.ndarray:
