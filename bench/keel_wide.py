@@ -315,6 +315,14 @@ def markdown(result: dict) -> str:
     ]
     if result.get("skipped"):
         lines += [f"Not run (time budget): {', '.join(result['skipped'])}.", ""]
+    if len(result.get("merged_parts") or []) > 1:
+        runs = "; ".join(
+            f"{', '.join(p['methods'])}: {p['sets']} sets, commit {str(p['git_commit'])[:7]}, "
+            f"{p['time']}"
+            for p in result["merged_parts"]
+        )
+        lines += [f"Merged from separate runs (the first wins where both have a method): {runs}.",
+                  ""]  # fmt: skip
     for group, title in (("all", "all sets"), ("held_out", "held-out sets")):
         g = result["summary"].get(group, {})
         if not g:
@@ -449,6 +457,11 @@ def merge(paths, out: Path, save: bool) -> int:
     result["summary"] = summarise(result["sets"], methods)
     result["seconds"] = float(sum(p.get("seconds", 0.0) for p in parts))
     result["merged_from"] = [str(p) for p in paths]
+    result["merged_parts"] = [
+        {"methods": p["settings"]["methods"], "sets": len(p["sets"]),
+         "git_commit": p.get("env", {}).get("git_commit"), "time": p.get("env", {}).get("time")}
+        for p in parts
+    ]  # fmt: skip
     C.finish(result, out, name=NAME, quick=result["settings"]["quick"], save=save,
              markdown=markdown, plot=plot)  # fmt: skip
     return 0

@@ -118,6 +118,11 @@ def test_merge_adds_the_methods_a_set_lacks_first_part_wins(kw, tmp_path):
     r = res["summary"]["all"]["rankrc"]
     assert r["sets"] == 2 and r["auc"] == pytest.approx((0.85 + 0.6) / 2)
     assert res["summary"]["all"]["rankrc-cv"]["sets"] == 2
+    assert [p["methods"] for p in res["merged_parts"]] == [
+        a["settings"]["methods"],
+        b["settings"]["methods"],
+    ]
+    assert "Merged from separate runs" in kw.markdown(res)
     b["settings"]["splits"] = 2
     paths[1].write_text(json.dumps(b))
     with pytest.raises(SystemExit, match="settings differ"):
