@@ -154,6 +154,8 @@ def markdown(result: dict) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
     ]
     for r in result["results"]:
+        if r.get("measured"):  # a stage kept from an earlier run (--stages re-ran the others)
+            lines.insert(1, f" The {r['stage']} stage: {r['measured']}.")
         if "error" in r:
             err = r["error"].strip().splitlines()[-1][:150] if r["error"].strip() else "error"
             lines.append(f"| {r['stage']} | {r['m']:,} | failed: {err} |" + " |" * 10)
