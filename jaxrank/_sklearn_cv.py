@@ -85,7 +85,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
       model_: the refitted :class:`jaxrank.RankModel` (raw rare-class scores).
       best_params_: ``{"lam", "sigma2", "sigma2_factor", "basis", "n_basis"}``.
       best_score_: the mean held-out AUC of the chosen parameters.
-      best_index_: the chosen row of ``cv_results_``.
+      best_index_: the chosen row of ``cv_results_`` (the rule's pick: under ``"smooth_grid"``
+        not always the row of rank 1, which ``rank_test_score`` gives by raw mean).
       cv_results_: dict of arrays, one entry per (basis, σ², λ): ``param_lam``,
         ``param_sigma2``, ``param_sigma2_factor``, ``param_basis``, ``params``,
         ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``
