@@ -133,11 +133,9 @@ def bucket_lams(n: int, multiple: int = 1) -> int:
       >>> [bucket_lams(n) for n in (1, 2, 3, 5, 16, 17)]
       [1, 2, 4, 8, 16, 32]
     """
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"a λ count must be >= 1, got {n}.")
-    size = 1 << (n - 1).bit_length() if enabled() else n
-    return -(-size // multiple) * multiple
+    if int(n) < 1:
+        raise ValueError(f"a λ count must be >= 1, got {int(n)}.")
+    return -(-bucket_pow2(n) // multiple) * multiple
 
 
 def put(a, dtype=None) -> jax.Array:
