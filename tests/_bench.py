@@ -19,10 +19,20 @@ def have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+#: Added to ``XLA_FLAGS`` by ``conftest.py`` for the test process (compile time), never for a bench.
+TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
+
+
 def bench_env() -> dict:
-    """The environment without ``JAX_*`` variables: a bench runs as a user would run it (the
-    test session's x64 and strict promotion are not passed on)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    """The environment without ``JAX_*`` variables and without the test session's XLA flag: a
+    bench runs as a user would run it (the session's x64, strict promotion and backend
+    optimisation level are not passed on)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    flags = env.get("XLA_FLAGS", "").split()
+    if TEST_XLA_FLAG in flags:
+        flags.remove(TEST_XLA_FLAG)
+        env["XLA_FLAGS"] = " ".join(flags)
+    return env
 
 
 def _command(name: str, out: Path, extra) -> list[str]:

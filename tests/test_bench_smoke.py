@@ -204,3 +204,18 @@ def test_roofline_times_the_block_as_the_fit_stores_it(monkeypatch):
     K = jnp.zeros((64, 4), jnp.float32)
     assert isinstance(roofline.fit_layout(K, 16), kernels.DualBlock)  # a grid on CPU: Kᵀ kept
     assert roofline.fit_layout(K, 2) is K  # fewer columns than DUAL_MIN_COLUMNS: one copy
+
+
+def test_session_compiles_at_level_0_and_benches_at_the_default(monkeypatch):
+    # conftest.py adds the flag for the test process (compile-bound); bench_env strips it again
+    # so the bench subprocesses compile as a user's run does, and keeps every other flag
+    import os
+
+    from _bench import TEST_XLA_FLAG, bench_env
+
+    assert TEST_XLA_FLAG in os.environ["XLA_FLAGS"].split()
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_force_host_platform_device_count=2 {TEST_XLA_FLAG}")
+    monkeypatch.setenv("JAX_ENABLE_X64", "1")
+    env = bench_env()
+    assert env["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    assert "JAX_ENABLE_X64" not in env
