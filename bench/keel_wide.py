@@ -99,6 +99,8 @@ TUNE_SETS = (
     "ecoli4", "glass4", "dermatology-6", "yeast-1_vs_7", "abalone-3_vs_11",
     "winequality-red-3_vs_5", "vehicle3", "yeast4", "car-good", "flare-F",
     "abalone-17_vs_7-8-9-10", "pima", "haberman",
+    # the narrow σ² extension (jaxrank._cv.search_narrower): the two sets it was built for
+    "winequality-white-3_vs_7", "winequality-white-3-9_vs_5",
 )  # fmt: skip
 NOT_KEEL = {
     "ada": "NIPS 2006 challenge files (.data/.labels)",

@@ -58,8 +58,9 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     to equal class counts); :func:`jaxrank.select_lambda` runs it exactly.
 
     Defaults (basis ``"auto"`` with floor 256, σ² = heuristic × 4^-1 … 4^2, the paper's λ grid,
-    rule ``"smooth_grid"``, CV fits to ``search_tol = 1e-4`` on the warm path) were chosen on
-    the 33 KEEL sets of ``bench/keel_wide.TUNE_SETS`` (``bench/keel_wide_tune.py`` and the
+    rule ``"smooth_grid"``, CV fits to ``search_tol = 1e-4`` on the warm path, the narrow
+    extension ``extend_sigma2``) were chosen on the 35 KEEL sets of
+    ``bench/keel_wide.TUNE_SETS`` (``bench/keel_wide_tune.py`` and the
     notes of :mod:`jaxrank._cv`); ``bench/keel_wide.py`` reports the other sets as held out.
 
     Args:
@@ -80,6 +81,11 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         Selection needs held-out AUC, not a tight optimum: measured on yeast4 (16 λ, float32)
         the test AUC at every λ near the CV maximum agreed to 0.1 points between ``1e-6`` and
         ``1e-4``, and a fold's fit took half the time (``bench/keel_wide.py`` notes).
+      extend_sigma2: on a set of at least :data:`jaxrank._cv.NARROW_MIN_ROWS` (512) rows whose
+        pick is the narrowest of two or more σ², also search σ² = that × (1/16, 1/4) with the
+        auto floor raised to :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on
+        the merged table (:func:`jaxrank._cv.search_narrower`; measured in the notes of
+        :mod:`jaxrank._cv`). ``False``: the σ² grid as given.
 
     Attributes:
       model_: the refitted :class:`jaxrank.RankModel` (raw rare-class scores).
@@ -124,6 +130,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         max_cg=25,
         dtype="float32",
         search_tol=1e-4,
+        extend_sigma2=True,
     ):
         self.lams = lams
         self.sigma2_factors = sigma2_factors
@@ -139,6 +146,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         self.max_cg = max_cg
         self.dtype = dtype
         self.search_tol = search_tol
+        self.extend_sigma2 = extend_sigma2
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)
@@ -188,6 +196,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         key = jax.random.key(seed)
         sigma2s = fac * _kernels.sigma2_heuristic(X)
+        if not isinstance(self.extend_sigma2, bool | np.bool_):
+            raise ValueError(f"extend_sigma2 must be True or False, got {self.extend_sigma2!r}.")
         opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
                     dtype=self.dtype)  # fmt: skip
         tol = self.tol if self.search_tol is None else self.search_tol
@@ -196,10 +206,21 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             min_basis=self.min_basis, **{**opts, "tol": tol},
         )  # fmt: skip
         b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
+        if self.extend_sigma2:
+            search = _cv.search_narrower(
+                X, pos, search, s, folds=folds, key=key, min_basis=self.min_basis,
+                **{**opts, "tol": tol},
+            )  # fmt: skip
+            if search.sigma2s.size > sigma2s.size:
+                # the extension starts below the narrowest σ², the only pick it extends
+                fac = np.concatenate([fac.min() * np.sort(_cv.NARROW_STEPS), fac])
+                sigma2s = search.sigma2s
+                b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
+        floor = int(search.min_basis[s])
         # in the search's compiled program (same floors, warm path): no new compilation
         self.model_, idx = _cv.refit(
             X, pos, float(lams[j]), policy=policies[b], sigma2=float(sigma2s[s]), key=key,
-            lams=lams, policies=policies, min_basis=self.min_basis, **opts,
+            lams=lams, policies=policies, min_basis=floor, **opts,
         )  # fmt: skip
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = classes

@@ -207,6 +207,68 @@ def test_cv_search_copies_identical_policies(data):
         _cv.cv_search(X, y, lams=LAMS, sigma2s=(-1.0,), key=jax.random.key(0))
 
 
+def test_search_narrower_adds_narrow_sigma2_with_a_larger_floor(data):
+    X, y = data
+    pos = y == 1
+    key = jax.random.key(3)
+    kw = dict(lams=LAMS, policies=("auto",), folds=CV, key=key, dtype="float32", tol=1e-4)
+    search = _cv.cv_search(X, pos, sigma2s=(2.0, 8.0), min_basis=MIN_BASIS, **kw)
+    opts = dict(folds=CV, key=key, min_basis=MIN_BASIS, dtype="float32", tol=1e-4)
+    # the pick is not the narrowest σ², or the set is below min_rows (160 < 512): unchanged
+    assert _cv.search_narrower(X, pos, search, 1, min_rows=10, **opts) is search
+    assert _cv.search_narrower(X, pos, search, 0, **opts) is search
+    one = search._replace(sigma2s=search.sigma2s[:1], cv_auc=search.cv_auc[:, :1])
+    assert _cv.search_narrower(X, pos, one, 0, min_rows=10, **opts) is one  # a single σ²
+    ext = _cv.search_narrower(X, pos, search, 0, min_rows=100, steps=(0.25, 1 / 16),
+                              narrow_basis=80, **opts)  # fmt: skip
+    # prepended in ascending order, at the larger floor, on the same folds as a direct search
+    np.testing.assert_allclose(ext.sigma2s, [0.125, 0.5, 2.0, 8.0])
+    assert ext.min_basis.tolist() == [80, 80, MIN_BASIS, MIN_BASIS]
+    for f in ("cv_auc", "mean_auc", "se_auc"):
+        np.testing.assert_array_equal(getattr(ext, f)[:, 2:], getattr(search, f))
+    direct = _cv.cv_search(X, pos, sigma2s=(0.125, 0.5), min_basis=80, **kw)
+    np.testing.assert_array_equal(ext.cv_auc[:, :2], direct.cv_auc)
+    assert ext.n_basis.tolist() == search.n_basis.tolist() == [MIN_BASIS]
+    assert ext.fit_seconds > search.fit_seconds
+    with pytest.raises(ValueError, match="steps"):
+        _cv.search_narrower(X, pos, search, 0, min_rows=100, steps=(2.0,), **opts)
+
+
+@pytest.mark.parametrize("extend", [True, False])
+def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypatch, extend):
+    X, y = data
+    calls = []
+    real = _cv.search_narrower
+
+    def forced(X, y, search, s, **kw):
+        # always at the narrowest σ², on a set this small: the extension must run
+        calls.append(s)
+        s = int(np.argmin(search.sigma2s))
+        return real(X, y, search, s, **{**kw, "min_rows": 0, "narrow_basis": 80})
+
+    monkeypatch.setattr(_cv, "search_narrower", forced)
+    est = _est(extend_sigma2=extend).fit(X, y)
+    L = len(LAMS)
+    if not extend:
+        assert calls == [] and est.cv_results_["mean_test_score"].size == len(FACTORS) * L
+        return
+    assert len(calls) == 1
+    res = est.cv_results_
+    f0 = min(FACTORS)
+    want = np.repeat([f0 / 16, f0 / 4, *FACTORS], L)
+    np.testing.assert_allclose(res["param_sigma2_factor"], want)
+    np.testing.assert_allclose(res["param_sigma2"] / res["param_sigma2_factor"],
+                               jaxrank.kernels.sigma2_heuristic(X))  # fmt: skip
+    bp = est.best_params_
+    assert bp["sigma2"] == res["param_sigma2"][est.best_index_]
+    assert bp["lam"] == res["param_lam"][est.best_index_]
+    floor = 80 if bp["sigma2_factor"] < f0 else MIN_BASIS
+    n = _cv.auto_basis_size(y.size, int((y == 1).sum()), floor)
+    assert bp["n_basis"] == est.model_.n_basis == n
+    np.testing.assert_allclose(bp["sigma2"] / bp["sigma2_factor"],
+                               jaxrank.kernels.sigma2_heuristic(X))  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- estimator
 
 
@@ -269,6 +331,7 @@ def test_rare_class_sorting_first(data, fitted):
         ({"basis": "greedy"}, None, "basis policies"),
         ({"lams": (-1.0,)}, None, "λ|lam"),
         ({"min_basis": 0}, None, "min_basis"),
+        ({"extend_sigma2": "yes"}, None, "extend_sigma2"),
     ],
 )
 def test_estimator_errors(data, params, labels, match):
