@@ -81,11 +81,12 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         Selection needs held-out AUC, not a tight optimum: measured on yeast4 (16 λ, float32)
         the test AUC at every λ near the CV maximum agreed to 0.1 points between ``1e-6`` and
         ``1e-4``, and a fold's fit took half the time (``bench/keel_wide.py`` notes).
-      extend_sigma2: on a set of at least :data:`jaxrank._cv.NARROW_MIN_ROWS` (512) rows whose
-        pick is the narrowest of two or more σ², also search σ² = that × (1/16, 1/4) with the
-        auto floor raised to :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on
-        the merged table (:func:`jaxrank._cv.search_narrower`; measured in the notes of
-        :mod:`jaxrank._cv`). ``False``: the σ² grid as given.
+      extend_sigma2: on a set of :data:`jaxrank._cv.NARROW_MIN_ROWS` to
+        :data:`jaxrank._cv.NARROW_MAX_ROWS` rows (512 to 2048) whose pick is the narrowest of two
+        or more σ², also search σ² = that / 16 with the auto floor raised to
+        :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on the merged table
+        (:func:`jaxrank._cv.search_narrower`; measured in the notes of :mod:`jaxrank._cv`).
+        ``False``: the σ² grid as given.
 
     Attributes:
       model_: the refitted :class:`jaxrank.RankModel` (raw rare-class scores).

@@ -214,9 +214,11 @@ def test_search_narrower_adds_narrow_sigma2_with_a_larger_floor(data):
     kw = dict(lams=LAMS, policies=("auto",), folds=CV, key=key, dtype="float32", tol=1e-4)
     search = _cv.cv_search(X, pos, sigma2s=(2.0, 8.0), min_basis=MIN_BASIS, **kw)
     opts = dict(folds=CV, key=key, min_basis=MIN_BASIS, dtype="float32", tol=1e-4)
-    # the pick is not the narrowest σ², or the set is below min_rows (160 < 512): unchanged
+    # the pick is not the narrowest σ², or the set is below min_rows (160 < 512) or above
+    # max_rows: unchanged
     assert _cv.search_narrower(X, pos, search, 1, min_rows=10, **opts) is search
     assert _cv.search_narrower(X, pos, search, 0, **opts) is search
+    assert _cv.search_narrower(X, pos, search, 0, min_rows=10, max_rows=159, **opts) is search
     one = search._replace(sigma2s=search.sigma2s[:1], cv_auc=search.cv_auc[:, :1])
     assert _cv.search_narrower(X, pos, one, 0, min_rows=10, **opts) is one  # a single σ²
     ext = _cv.search_narrower(X, pos, search, 0, min_rows=100, steps=(0.25, 1 / 16),
@@ -255,7 +257,7 @@ def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypat
     assert len(calls) == 1
     res = est.cv_results_
     f0 = min(FACTORS)
-    want = np.repeat([f0 / 16, f0 / 4, *FACTORS], L)
+    want = np.repeat([*(f0 * np.sort(_cv.NARROW_STEPS)), *FACTORS], L)
     np.testing.assert_allclose(res["param_sigma2_factor"], want)
     np.testing.assert_allclose(res["param_sigma2"] / res["param_sigma2_factor"],
                                jaxrank.kernels.sigma2_heuristic(X))  # fmt: skip
