@@ -370,7 +370,7 @@ def nystrom_perturbation_norm(
       >>> K = np.exp(-(X - X.T) ** 2)
       >>> exact = nystrom_perturbation_norm(K, [0, 5])
       >>> approx = nystrom_perturbation_norm(K, [0, 5], iters=6, key=jax.random.key(0))
-      >>> bool(abs(exact - approx) < 1e-6 * exact)
+      >>> bool(abs(exact - approx) < 1e-5 * exact)  # float32: equal up to rounding
       True
     """
     K = _check_gram(K, "K")
