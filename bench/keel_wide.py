@@ -459,11 +459,22 @@ def merge(paths, out: Path, save: bool) -> int:
     result["summary"] = summarise(result["sets"], methods)
     result["seconds"] = float(sum(p.get("seconds", 0.0) for p in parts))
     result["merged_from"] = [str(p) for p in paths]
-    result["merged_parts"] = [
-        {"methods": p["settings"]["methods"], "sets": len(p["sets"]),
-         "git_commit": p.get("env", {}).get("git_commit"), "time": p.get("env", {}).get("time")}
-        for p in parts
+    # provenance per method: the first run that gave it (a part that is itself a merge brings
+    # its own parts, so a method keeps the run it came from through repeated merges)
+    flat = [
+        q for p in parts for q in p.get("merged_parts") or [
+            {"methods": p["settings"]["methods"], "sets": len(p["sets"]),
+             "git_commit": p.get("env", {}).get("git_commit"),
+             "time": p.get("env", {}).get("time")}
+        ]
     ]  # fmt: skip
+    seen: set = set()
+    result["merged_parts"] = []
+    for q in flat:
+        new = [m for m in q["methods"] if m not in seen]
+        seen.update(new)
+        if new:
+            result["merged_parts"].append({**q, "methods": new})
     C.finish(result, out, name=NAME, quick=result["settings"]["quick"], save=save,
              markdown=markdown, plot=plot)  # fmt: skip
     return 0

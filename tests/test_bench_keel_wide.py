@@ -118,11 +118,22 @@ def test_merge_adds_the_methods_a_set_lacks_first_part_wins(kw, tmp_path):
     r = res["summary"]["all"]["rankrc"]
     assert r["sets"] == 2 and r["auc"] == pytest.approx((0.85 + 0.6) / 2)
     assert res["summary"]["all"]["rankrc-cv"]["sets"] == 2
-    assert [p["methods"] for p in res["merged_parts"]] == [
-        a["settings"]["methods"],
-        b["settings"]["methods"],
-    ]
+    # provenance per method: the first part that gave it
+    assert [p["methods"] for p in res["merged_parts"]] == [["rankrc-cv", "svc-w"], ["rankrc"]]
     assert "Merged from separate runs" in kw.markdown(res)
+    # merging a new run into a merge keeps each method's original run
+    c = _part(["rankrc-cv"], {"s1": _run_set({"rankrc-cv": 0.95})})
+    c["env"] = {"git_commit": "c" * 40, "time": "later"}
+    a["env"] = {"git_commit": "a" * 40, "time": "first"}
+    paths[0].write_text(json.dumps(a))
+    assert kw.merge(paths, out, save=False) == 0
+    (tmp_path / "c.json").write_text(json.dumps(c))
+    out2 = tmp_path / "m2.json"
+    assert kw.merge([tmp_path / "c.json", out], out2, save=False) == 0
+    res2 = json.loads(out2.read_text())
+    got = [(p["methods"], (p["git_commit"] or "-")[:1]) for p in res2["merged_parts"]]
+    assert got == [(["rankrc-cv"], "c"), (["svc-w"], "a"), (["rankrc"], "-")]
+    assert res2["sets"]["s1"]["mean"]["rankrc-cv"]["auc"] == 0.95
     b["settings"]["splits"] = 2
     paths[1].write_text(json.dumps(b))
     with pytest.raises(SystemExit, match="settings differ"):
