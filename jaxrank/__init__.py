@@ -45,6 +45,7 @@ from jaxrank._cache import (
     set_compilation_cache,
 )
 from jaxrank._validation import PrecisionWarning
+from jaxrank._version import __version__ as __version__
 from jaxrank.dopmid import fit_dopmid
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
 from jaxrank.greedy import fit_greedy
@@ -59,11 +60,9 @@ from jaxrank.select import SelectionResult, select_lambda
 from jaxrank.solver import SolverInfo, Status
 from jaxrank.stochastic import fit_rankrc_stochastic
 
-__version__ = "0.1.0"
-
 # The one side effect of the import (issue 16): JAX's persistent compilation cache in a
 # per-user directory, so a later process loads the compiled solver instead of compiling it.
-_cache._configure_on_import()
+_cache.configure_on_import()
 
 __all__ = [
     "CompilationCacheWarning",

@@ -185,7 +185,7 @@ def set_compilation_cache(path: str | os.PathLike | None) -> Path | None:
     return _use(p, source="directory")
 
 
-def _configure_on_import() -> Path | None:
+def configure_on_import() -> Path | None:
     """Called once by ``import jaxrank``: the default cache, unless the user configured one or
     opted out (see the module docstring for the exact rule)."""
     if _truthy(os.environ.get(DISABLE_ENV)) or not jax.config.jax_enable_compilation_cache:
@@ -211,7 +211,7 @@ def map_count() -> int | None:
 def bound_compiled_programs(max_maps: int = MAX_MAPS, *, every: int = _CHECK_EVERY) -> bool:
     """Drop JAX's in-memory compiled programs when the process holds too many memory mappings.
 
-    Called by every fit (:func:`jaxrank.fit.fit_rows`) before it compiles or runs anything, so
+    Called by every fit (:func:`jaxrank._fitting.fit_rows`) before it compiles or runs anything, so
     a long session — hundreds of data sets or shapes in one process — never reaches the kernel's
     limit (:data:`MAX_MAPS`). The count is read on every ``every``-th call only. Dropping the
     caches (``jax.clear_caches()``) also drops the caller's own jitted programs; they are

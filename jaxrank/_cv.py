@@ -148,8 +148,9 @@ import numpy as np
 from jaxrank import _buckets, metrics
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
-from jaxrank.bases import resolve_basis
-from jaxrank.fit import ConvergenceWarning, fit
+from jaxrank.bases import AUTO_MIN_BASIS, auto_basis, auto_basis_size
+from jaxrank.fit import fit
+from jaxrank.model import ConvergenceWarning
 from jaxrank.select import shared_floors, stratified_folds
 
 __all__ = [
@@ -162,6 +163,7 @@ __all__ = [
     "CVSearch",
     "auto_basis",
     "auto_basis_size",
+    "check_policies",
     "choose",
     "cv_search",
     "equal_folds",
@@ -170,9 +172,6 @@ __all__ = [
     "search_floors",
     "search_narrower",
 ]
-
-#: Smallest basis of ``basis="auto"`` (module notes; measured in ``bench/keel_wide_tune.py``).
-AUTO_MIN_BASIS = 256
 
 #: The narrow extension (:func:`search_narrower`, module notes): sets with at least this many
 #: rows ...
@@ -190,48 +189,6 @@ RULES = ("max", "one_se", "smooth", "smooth_grid")
 
 #: Basis policies of :func:`cv_search`.
 POLICIES = ("rare", "auto", "all")
-
-
-def auto_basis_size(m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS) -> int:
-    """``|R| = max(m+, min(m, min_basis))``: the size of the auto basis (module notes)."""
-    if isinstance(min_basis, bool) or int(min_basis) != min_basis or min_basis < 1:
-        raise ValueError(f"min_basis must be a positive integer, got {min_basis!r}.")
-    return max(int(n_pos), min(int(m), int(min_basis)))
-
-
-def auto_basis(X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
-    """The basis that is never starved: every rare row, then majority landmarks by k-means++.
-
-    ``|R| = max(m+, min(m, min_basis))`` (:func:`auto_basis_size`): the rare rows (ascending)
-    first, then majority rows by D² sampling with the rare rows as the centres already chosen
-    (:func:`jaxrank.bases.resolve_basis` with ``"kmeans++"``). ``m+ ≥ min_basis`` gives RankRC's
-    basis (the rare class) and ``m ≤ min_basis`` every row (RankSVM's), rare rows first.
-
-    Args:
-      X: ``(m, d)`` training rows.
-      y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
-      key: ``jax.random.key`` for the k-means++ draws (required, as for every random basis).
-      min_basis: the floor on ``|R|`` (default :data:`AUTO_MIN_BASIS`).
-
-    Returns:
-      ``(|R|,)`` int64 row indices, accepted by :func:`jaxrank.fit` as ``basis=``.
-
-    Example:
-      >>> import jax, jaxrank
-      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.05, 0.75, seed=0)
-      >>> idx = auto_basis(X, y, key=jax.random.key(0), min_basis=64)
-      >>> idx.size, bool((y[idx[:20]] == 1).all()), bool((y[idx[20:]] != 1).all())
-      (64, True, True)
-    """
-    X, pos = check_X_y(X, y)
-    check_key(key)
-    m, n_pos = pos.size, int(pos.sum())
-    n = auto_basis_size(m, n_pos, min_basis)
-    if n == n_pos:
-        return np.flatnonzero(pos).astype(np.int64)
-    if n == m:
-        return np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)]).astype(np.int64)
-    return resolve_basis("kmeans++", pos, key=key, n_basis=n, X=X)
 
 
 def _policy_basis(policy, X, pos, key, min_basis: int):
@@ -360,7 +317,7 @@ class CVSearch(NamedTuple):
     min_basis: np.ndarray | None = None
 
 
-def _check_policies(policies) -> tuple:
+def check_policies(policies) -> tuple:
     if isinstance(policies, str):
         policies = (policies,)
     policies = tuple(policies)
@@ -413,7 +370,7 @@ def cv_search(
     fit_kwargs = {"path": "warm", "chains": 1, **fit_kwargs}
     X, pos = check_X_y(X, y)
     grid, _ = check_lam(lams)
-    policies = _check_policies(policies)
+    policies = check_policies(policies)
     s2 = np.atleast_1d(np.asarray(sigma2s, np.float64))
     if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
         raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
@@ -533,7 +490,7 @@ def search_floors(pos, policies, n_lams: int, min_basis: int = AUTO_MIN_BASIS, d
     sizes share their programs: measured on ``bench/keel_wide.py`` (module notes)."""
     m, n_pos = pos.size, int(np.sum(pos))
     sizes = {"rare": n_pos, "all": m, "auto": auto_basis_size(m, n_pos, min_basis)}
-    nb = max(sizes[p] for p in _check_policies(policies))
+    nb = max(sizes[p] for p in check_policies(policies))
     itemsize = np.dtype(dtype if dtype is not None else np.float32).itemsize
     return shared_floors(m, n_pos, nb, n_lams, itemsize, coarse=True)
 
@@ -564,7 +521,7 @@ def refit(X, y, lam, *, policy, sigma2, key, lams, policies=None,
 def refit_basis(policy: str, X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
     """The basis of ``policy`` on all rows ``(X, y)``, drawn as :func:`cv_search` called with
     the same ``key`` draws it (its ``n_basis`` column): the basis of the refitted model."""
-    _check_policies((policy,))
+    check_policies((policy,))
     X = check_X(X)
     pos = check_binary_labels(y)
     return _policy_basis(policy, X, pos, _basis_key(key), min_basis)

@@ -1,9 +1,10 @@
 """Host (numpy) LAPACK on the small matrices of a fit, on one BLAS thread.
 
 A fit factorises ``K_RR`` and the preconditioner's ``|R| × |R|`` matrices on the host
-(:func:`jaxrank.fit._spectral_precond`, :func:`jaxrank.fit._cholesky_precond`,
-:func:`jaxrank.fit.psd_gram`). Right after a JAX computation, XLA:CPU's worker threads are still
-spinning, and a multi-threaded OpenBLAS call then competes with them for the cores: measured on
+(:func:`jaxrank._fitting.spectral_precond`, :func:`jaxrank._fitting.cholesky_precond`,
+:func:`jaxrank._fitting.psd_gram`). Right after a JAX computation, XLA:CPU's worker threads are
+still spinning, and a multi-threaded OpenBLAS call then competes with them for the cores:
+measured on
 the project's 2-core machine, ``np.linalg.eigh`` of a 256 × 256 matrix took 32-490 ms with
 OpenBLAS's default threads against 6-7 ms on one thread, and a 600-row
 ``RankRCClassifierCV`` (36 fits) spent 11 of its 38 s there. On one thread these factorisations

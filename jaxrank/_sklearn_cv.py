@@ -3,9 +3,8 @@
 Kept apart from :mod:`jaxrank.sklearn` (which re-exports it; import it from there) so that the
 search code and the plain estimators evolve separately. The numbers come from
 :mod:`jaxrank._cv`; this class only maps scikit-learn's conventions onto it, reusing the label,
-``pos_label``, scoring and threshold code of :mod:`jaxrank.sklearn`'s estimators. Those are
-imported inside the methods, not at the top: ``jaxrank.sklearn`` imports this module at its end,
-and a top-level import back would fail whenever this module is imported first.
+``pos_label``, scoring and threshold code the other estimators share
+(:mod:`jaxrank._sklearn_base`).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from sklearn.utils.validation import check_random_state, validate_data
 
 from jaxrank import _cv
 from jaxrank import kernels as _kernels
+from jaxrank._sklearn_base import RankClassifier, midpoint, rank_scores
 from jaxrank._validation import check_lam
 
 __all__ = ["DEFAULT_LAMS", "DEFAULT_SIGMA2_FACTORS", "RankRCClassifierCV"]
@@ -29,12 +29,6 @@ DEFAULT_LAMS = tuple(2.0 ** np.arange(-20, 11, 2))
 #: k = −1 … 2 (1/4, 1, 4, 16). Chosen with the rule ``"smooth_grid"`` on 33 KEEL sets
 #: (``bench/keel_wide.TUNE_SETS``; the measurements are in the notes of :mod:`jaxrank._cv`).
 DEFAULT_SIGMA2_FACTORS = (0.25, 1.0, 4.0, 16.0)
-
-
-def _sk():
-    from jaxrank import sklearn  # see the module notes: not at the top
-
-    return sklearn
 
 
 class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
@@ -164,7 +158,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         if isinstance(cv, bool) or not isinstance(cv, int | np.integer) or cv < 2:
             raise ValueError(f"cv must be an integer >= 2, got {cv!r}.")
         _cv.auto_basis_size(1, 1, self.min_basis)  # checks min_basis
-        return lams, fac, _cv._check_policies(self.basis)
+        return lams, fac, _cv.check_policies(self.basis)
 
     def fit(self, X, y):
         """Search λ × σ² × basis by cross-validated AUC, then refit on all rows.
@@ -185,8 +179,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 f"{classes.size} class(es)."
             )
         lams, fac, policies = self._grids()
-        sk = _sk()
-        i_pos = sk._RankClassifier._rare_index(self, classes, counts)
+        i_pos = RankClassifier._rare_index(self, classes, counts)
         pos = index == i_pos
         folds = min(int(self.cv), int(counts.min()))
         if folds < 2:
@@ -236,8 +229,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         self._set_results(search, fac)
         self.best_index_ = int(np.ravel_multi_index((b, s, j), search.mean_auc.shape))
         # the training-prevalence threshold (as RankRCClassifier): predict == score > 0
-        scores = np.sort(self._sign() * sk._scores(self.model_, X))
-        self.threshold_ = float(sk._midpoint(scores, int(counts[0])))
+        scores = np.sort(self._sign() * rank_scores(self.model_, X))
+        self.threshold_ = float(midpoint(scores, int(counts[0])))
         return self
 
     def __sklearn_tags__(self):
@@ -246,7 +239,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         return tags
 
     def _sign(self) -> float:
-        return _sk()._RankClassifier._sign(self)
+        return RankClassifier._sign(self)
 
     def decision_function(self, X) -> np.ndarray:
         """The score of ``classes_[1]``, shifted so that ``predict`` is ``score > 0``.
@@ -258,11 +251,11 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         Returns:
           ``(n,)`` float64 array.
         """
-        return _sk()._RankClassifier.decision_function(self, X)
+        return RankClassifier.decision_function(self, X)
 
     def predict(self, X) -> np.ndarray:
         """``classes_[1]`` where ``decision_function(X) > 0``, else ``classes_[0]``."""
-        return _sk()._RankClassifier.predict(self, X)
+        return RankClassifier.predict(self, X)
 
     def _set_results(self, search: _cv.CVSearch, fac: np.ndarray) -> None:
         B, S, L = search.mean_auc.shape

@@ -7,6 +7,7 @@ gets a ``ValueError`` naming the problem instead of a silent NaN or a wrong mode
 from __future__ import annotations
 
 import math
+import operator
 import re
 import warnings
 from collections.abc import Sequence
@@ -19,10 +20,12 @@ __all__ = [
     "check_X_y",
     "check_binary_labels",
     "check_cast",
+    "check_int",
     "check_key",
     "check_lam",
     "check_lam_dtype",
     "check_positive",
+    "check_real",
     "label_vector",
     "lam_range",
 ]
@@ -356,3 +359,32 @@ def check_key(key, name: str = "key"):
             f"{what[:80]}."
         )
     return key
+
+
+def check_real(value, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
+    """Return ``value`` as a float after checking it lies in the given interval."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}.")
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a number, got {value!r}.") from err
+    below = v <= lo if lo_open else v < lo
+    above = v >= hi if hi_open else v > hi
+    if not math.isfinite(v) or below or above:
+        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise ValueError(f"{name} must lie in {interval}, got {value!r}.")
+    return v
+
+
+def check_int(value, name: str, minimum: int) -> int:
+    """Return ``value`` as an int after checking it is an integer ``>= minimum``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    try:
+        v = operator.index(value)
+    except TypeError as err:
+        raise ValueError(f"{name} must be an integer, got {value!r}.") from err
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}.")
+    return v

@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._validation import check_key, check_X
+from jaxrank._validation import check_key, check_X, check_X_y
 
-__all__ = ["kmeanspp", "resolve_basis"]
+__all__ = ["AUTO_MIN_BASIS", "auto_basis", "auto_basis_size", "kmeanspp", "resolve_basis"]
 
 _STRATEGIES = ("rare", "all", "random", "rare_first", "kmeans++")
 
@@ -198,3 +198,50 @@ def resolve_basis(
     if np.unique(idx).size != idx.size:
         raise ValueError("basis indices must not repeat (a repeated row makes K_RR singular).")
     return idx.astype(np.int64)
+
+
+#: Smallest basis of ``basis="auto"`` (the notes of :mod:`jaxrank._cv`; measured in
+#: ``bench/keel_wide_tune.py``).
+AUTO_MIN_BASIS = 256
+
+
+def auto_basis_size(m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS) -> int:
+    """``|R| = max(m+, min(m, min_basis))``: the size of the auto basis (see :func:`auto_basis`)."""
+    if isinstance(min_basis, bool) or int(min_basis) != min_basis or min_basis < 1:
+        raise ValueError(f"min_basis must be a positive integer, got {min_basis!r}.")
+    return max(int(n_pos), min(int(m), int(min_basis)))
+
+
+def auto_basis(X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
+    """The basis that is never starved: every rare row, then majority landmarks by k-means++.
+
+    ``|R| = max(m+, min(m, min_basis))`` (:func:`auto_basis_size`): the rare rows (ascending)
+    first, then majority rows by D² sampling with the rare rows as the centres already chosen
+    (:func:`jaxrank.bases.resolve_basis` with ``"kmeans++"``). ``m+ ≥ min_basis`` gives RankRC's
+    basis (the rare class) and ``m ≤ min_basis`` every row (RankSVM's), rare rows first.
+
+    Args:
+      X: ``(m, d)`` training rows.
+      y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
+      key: ``jax.random.key`` for the k-means++ draws (required, as for every random basis).
+      min_basis: the floor on ``|R|`` (default :data:`AUTO_MIN_BASIS`).
+
+    Returns:
+      ``(|R|,)`` int64 row indices, accepted by :func:`jaxrank.fit` as ``basis=``.
+
+    Example:
+      >>> import jax, jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.05, 0.75, seed=0)
+      >>> idx = auto_basis(X, y, key=jax.random.key(0), min_basis=64)
+      >>> idx.size, bool((y[idx[:20]] == 1).all()), bool((y[idx[20:]] != 1).all())
+      (64, True, True)
+    """
+    X, pos = check_X_y(X, y)
+    check_key(key)
+    m, n_pos = pos.size, int(pos.sum())
+    n = auto_basis_size(m, n_pos, min_basis)
+    if n == n_pos:
+        return np.flatnonzero(pos).astype(np.int64)
+    if n == m:
+        return np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)]).astype(np.int64)
+    return resolve_basis("kmeans++", pos, key=key, n_basis=n, X=X)

@@ -21,16 +21,15 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import math
-import operator
 import os
 import re
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._validation import check_positive, check_X
+from jaxrank._random import random_permutation, resolve_key, standard_normal, uniform01
+from jaxrank._validation import check_int, check_positive, check_real, check_X
 
 __all__ = [
     "RareClassCenters",
@@ -75,112 +74,9 @@ class RareClassCenters(NamedTuple):
         return int(self.pos.shape[1])
 
 
-def _resolve_key(key, seed) -> jax.Array:
-    """Return a PRNG key from exactly one of ``key`` / ``seed``."""
-    if key is None and seed is None:
-        raise ValueError(
-            "randomness is explicit in jaxrank: pass key=jax.random.key(...) or an integer seed=."
-        )
-    if key is not None and seed is not None:
-        raise ValueError("pass exactly one of key= and seed=, not both.")
-    if seed is not None:
-        return jax.random.key(_check_int(seed, "seed", -(2**63)))
-    if isinstance(key, int | np.integer):
-        raise ValueError(
-            f"key must be a jax.random.key, got the integer {key!r}; pass seed={key!r} instead."
-        )
-    if not isinstance(key, jax.Array):
-        raise ValueError(f"key must be a jax.random.key, got {type(key).__name__}.")
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}.")
-        return key
-    if key.shape == (2,) and key.dtype == jnp.uint32:  # legacy jax.random.PRNGKey
-        return jax.random.wrap_key_data(key)
-    raise ValueError(
-        f"key must be a jax.random.key, got an array of dtype {key.dtype} and shape {key.shape}."
-    )
-
-
-_BLOCK = 1 << 16
-"""Values per ``jax.random`` call in the draw streams below."""
-
-
-@jax.jit
-def _uniform_block(key: jax.Array, block: jax.Array) -> jax.Array:
-    return jax.random.uniform(jax.random.fold_in(key, block), (_BLOCK,), dtype=jnp.float32)
-
-
-@jax.jit
-def _normal_block(key: jax.Array, block: jax.Array) -> jax.Array:
-    return jax.random.normal(jax.random.fold_in(key, block), (_BLOCK,), dtype=jnp.float32)
-
-
-@jax.jit
-def _bits_block(key: jax.Array, block: jax.Array) -> jax.Array:
-    return jax.random.bits(jax.random.fold_in(key, block), (_BLOCK,), dtype=jnp.uint32)
-
-
-def _stream(block_fn, key: jax.Array, n: int, dtype) -> np.ndarray:
-    """The first ``n`` values of the stream ``block_fn(key, 0), block_fn(key, 1), ...``.
-
-    Fixed-size blocks keep one compiled kernel per draw kind for every ``n`` (a new shape would
-    cost a fresh XLA compile, ~0.2 s on CPU, per call with a new ``m`` or ``d``).
-    """
-    n_blocks = max(1, -(-n // _BLOCK))
-    parts = [np.asarray(block_fn(key, np.uint32(b))) for b in range(n_blocks)]
-    return np.concatenate(parts)[:n].astype(dtype)
-
-
-def _uniform01(key: jax.Array, n: int) -> np.ndarray:
-    """``n`` iid uniform [0, 1) values drawn in float32 with ``jax.random``, as float64 numpy."""
-    return _stream(_uniform_block, key, n, np.float64)
-
-
-def _standard_normal(key: jax.Array, n: int) -> np.ndarray:
-    """``n`` iid standard normal values drawn in float32 with ``jax.random``, as float64 numpy."""
-    return _stream(_normal_block, key, n, np.float64)
-
-
-def _random_permutation(key: jax.Array, n: int) -> np.ndarray:
-    """Uniform random permutation of ``range(n)``: a stable argsort of 64 random bits per item."""
-    bits = _stream(_bits_block, key, 2 * n, np.uint32)
-    sort_key = (bits[:n].astype(np.uint64) << np.uint64(32)) | bits[n:].astype(np.uint64)
-    return np.argsort(sort_key, kind="stable")
-
-
 def _component(u: np.ndarray, k: int) -> np.ndarray:
     """Equally likely component indices in ``range(k)`` from uniform [0, 1) draws."""
     return np.minimum(np.floor(u * k).astype(np.int64), k - 1)
-
-
-def _check_real(value, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
-    """Return ``value`` as a float after checking it lies in the given interval."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number, got {value!r}.") from err
-    below = v <= lo if lo_open else v < lo
-    above = v >= hi if hi_open else v > hi
-    if not math.isfinite(v) or below or above:
-        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise ValueError(f"{name} must lie in {interval}, got {value!r}.")
-    return v
-
-
-def _check_int(value, name: str, minimum: int) -> int:
-    """Return ``value`` as an int after checking it is an integer ``>= minimum``."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}.")
-    try:
-        v = operator.index(value)
-    except TypeError as err:
-        raise ValueError(f"{name} must be an integer, got {value!r}.") from err
-    if v < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {v}.")
-    return v
 
 
 def _majority_centers(pos: np.ndarray, t: float) -> np.ndarray:
@@ -231,11 +127,11 @@ def rare_class_centers(
       >>> c.pos.shape, c.neg.shape, c.sigma, c.t
       ((6, 5), (15, 5), 0.5, 0.75)
     """
-    t = _check_real(t, "t", 0.0, 1.0, lo_open=False, hi_open=False)
-    d = _check_int(d, "d", 1)
+    t = check_real(t, "t", 0.0, 1.0, lo_open=False, hi_open=False)
+    d = check_int(d, "d", 1)
     sigma = check_positive(sigma, "sigma")
-    key = _resolve_key(key, seed)
-    u = _uniform01(key, N_RARE_COMPONENTS * d).reshape(N_RARE_COMPONENTS, d)
+    key = resolve_key(key, seed)
+    u = uniform01(key, N_RARE_COMPONENTS * d).reshape(N_RARE_COMPONENTS, d)
     pos = 2.0 * u - 1.0
     return RareClassCenters(pos=pos, neg=_majority_centers(pos, t), sigma=sigma, t=t)
 
@@ -322,15 +218,15 @@ def make_rare_class(
       >>> X.shape, X.dtype, y.dtype, int((y == 1).sum()), int((y == -1).sum())
       ((1000, 5), dtype('float64'), dtype('int32'), 100, 900)
     """
-    m = _check_int(m, "m", 2)
-    rho = _check_real(rho, "rho", 0.0, 1.0, lo_open=True, hi_open=True)
+    m = check_int(m, "m", 2)
+    rho = check_real(rho, "rho", 0.0, 1.0, lo_open=True, hi_open=True)
     if t is not None:
-        t = _check_real(t, "t", 0.0, 1.0, lo_open=False, hi_open=False)
+        t = check_real(t, "t", 0.0, 1.0, lo_open=False, hi_open=False)
     if d is not None:
-        d = _check_int(d, "d", 1)
+        d = check_int(d, "d", 1)
     if sigma is not None:
         sigma = check_positive(sigma, "sigma")
-    key = _resolve_key(key, seed)
+    key = resolve_key(key, seed)
     k_centers, k_samples = jax.random.split(key)
 
     if centers is None:
@@ -353,11 +249,11 @@ def make_rare_class(
     dim = centers.d
     k_comp, k_noise, k_perm = jax.random.split(k_samples, 3)
     # component of each row: floor(u * K) with u uniform in [0, 1): positives first, then negatives
-    u = _uniform01(k_comp, m)
+    u = uniform01(k_comp, m)
     comp_pos = _component(u[:n_pos], N_RARE_COMPONENTS)
     comp_neg = _component(u[n_pos:], N_MAJORITY_COMPONENTS)
-    noise = _standard_normal(k_noise, m * dim).reshape(m, dim)
-    perm = _random_permutation(k_perm, m)
+    noise = standard_normal(k_noise, m * dim).reshape(m, dim)
+    perm = random_permutation(k_perm, m)
 
     means = np.concatenate([centers.pos[comp_pos], centers.neg[comp_neg]])
     X = means + centers.sigma * noise

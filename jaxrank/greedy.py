@@ -51,6 +51,14 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import metrics, pairwise
+from jaxrank._fitting import (
+    Biclass,
+    check_solver_options,
+    cholesky_precond,
+    choose_dtype,
+    fit_rows,
+    solve,
+)
 from jaxrank._validation import (
     check_binary_labels,
     check_key,
@@ -58,14 +66,6 @@ from jaxrank._validation import (
     check_positive,
     check_X,
     check_X_y,
-)
-from jaxrank.fit import (
-    _Biclass,
-    _cholesky_precond,
-    _choose_dtype,
-    _solve,
-    check_solver_options,
-    fit_rows,
 )
 from jaxrank.losses import PiecewiseQuadratic, get_loss, piecewise_loss
 
@@ -377,7 +377,7 @@ def _check_validation(validation, d: int):
 
 
 def _floor(dt, kmax: float, m_pad: int, block: int) -> float:
-    # The gradient's rounding error with the two-level product, as in jaxrank.fit.fit_rows.
+    # The gradient's rounding error with the two-level product, as in jaxrank._fitting.fit_rows.
     depth = math.sqrt(block) + math.sqrt(m_pad / block)
     return float(np.finfo(dt).eps) * depth * max(kmax, 1.0)
 
@@ -424,7 +424,7 @@ def fit_greedy(
 
     λ grid: the basis is grown at one λ, ``grow_lam`` (default: the grid's median value, the
     element at position ``L // 2`` of the sorted grid), then the final basis is refitted for every
-    λ of the grid in one batched solve (:func:`jaxrank.fit.fit_rows`, warm-started at the grown
+    λ of the grid in one batched solve (:func:`jaxrank._fitting.fit_rows`, warm-started at the grown
     β). To grow one basis per λ, call ``fit_greedy`` once per λ.
 
     Validation: with ``validation=(X_val, y_val)`` the validation AUC is recorded after every
@@ -503,7 +503,7 @@ def fit_greedy(
         grow_lam = float(np.sort(lams)[lams.size // 2])
     else:
         grow_lam = check_positive(grow_lam, "grow_lam")
-    dt = _choose_dtype(X, dtype)
+    dt = choose_dtype(X, dtype)
     kernel = _kernels.resolve_kernel(kernel, X)
     lossfn = jax.tree.map(lambda v: jnp.asarray(v, dt), get_loss(loss, eps))
     grow_precondition = precondition if precondition in ("jacobi", "none") else "cholesky"
@@ -535,7 +535,7 @@ def fit_greedy(
         Xvd = jnp.asarray(Xv, dt)
         Kv = jnp.zeros((n_val, n_basis), dt)
         fv = jnp.zeros((n_val,), dt)
-    layout = _Biclass(n_pos, n_neg)
+    layout = Biclass(n_pos, n_neg)
     kmax = float(jnp.max(jnp.abs(kernel.diag(Xd))))
     floor = _floor(dt, kmax, m_pad, block)
     tol_1d = max(tol, floor)
@@ -650,10 +650,10 @@ def _retrain(K, cap, size, B, kernel, lam, beta0, lossfn, tol, floor, layout, bl
     dt = K.dtype
     Krr = _padded_gram(kernel, B, jnp.asarray(size, jnp.int32))
     # block-diagonal [[K_JJ, 0], [0, I]]: its Cholesky factor is that of K_JJ padded with I
-    chol = _cholesky_precond(Krr) if precondition == "cholesky" else None
+    chol = cholesky_precond(Krr) if precondition == "cholesky" else None
     if chol is None and precondition == "cholesky":
         precondition = "none"
-    beta, info = _solve(
+    beta, info = solve(
         K[:, :cap], Krr, chol if chol is not None else Krr, jnp.asarray([lam], dt),
         jnp.asarray(beta0, dt)[None], lossfn, jnp.asarray(tol, dt), jnp.asarray(floor, dt),
         layout=layout, block=block, max_iter=int(max_iter), max_cg=int(max_cg), path="batch",

@@ -32,6 +32,12 @@ same dtype), a JSON scalar (``None``, ``bool``, ``int``, ``float``, ``str``; res
 Python floats round-trip through their shortest ``repr``), or a kernel registered with
 :func:`register_kernel` (the three jaxrank kernels are).
 
+One idea at ~880 lines, on purpose: the file format, i.e. its writer, its reader (a hardened
+parser of an untrusted file: a stored-only zip whose every size is checked before anything is
+read, never numpy's pickle-capable loader) and the field checks a loaded model must pass. The
+three share the format's constants and are reviewed together for safety; split, a change to
+one could silently loosen another.
+
 Example:
   >>> import os, tempfile, numpy as np, jaxrank
   >>> from jaxrank import io
@@ -64,8 +70,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank._io_data import brief, npy_header
-from jaxrank.fit import RankModel
-from jaxrank.solver import SolverInfo
+from jaxrank._version import __version__
 
 __all__ = [
     "FORMAT_NAME",
@@ -355,8 +360,6 @@ def save(model, path) -> None:
     for name, value in codec.to_arrays(model).items():
         _check_name(name)
         fields[name] = _encode(value, name, arrays)
-    from jaxrank import __version__
-
     meta = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -724,39 +727,8 @@ def load_bytes(raw: bytes, what: str):
 
 
 # --------------------------------------------------------------------------------------------
-# RankModel and the jaxrank kernels
+# the jaxrank kernels (RankModel registers itself: jaxrank.model)
 # --------------------------------------------------------------------------------------------
-
-
-def _rank_model_to_arrays(model: RankModel) -> dict[str, Any]:
-    fields = {
-        "basis": model.basis,
-        "coef": model.coef,
-        "lam": model.lam,
-        "basis_index": model.basis_index,
-        "kernel": model.kernel,
-        "loss": model.loss,
-        "eps": model.eps,
-    }
-    for f in SolverInfo._fields:
-        fields[f"info.{f}"] = getattr(model.info, f)
-    return fields
-
-
-def _rank_model_from_arrays(fields: dict[str, Any]) -> RankModel:
-    info = SolverInfo(**{f: fields[f"info.{f}"] for f in SolverInfo._fields})
-    model = RankModel(
-        basis=fields["basis"],
-        coef=fields["coef"],
-        lam=fields["lam"],
-        kernel=fields["kernel"],
-        info=info,
-        basis_index=fields["basis_index"],
-        loss=fields["loss"],
-        eps=fields["eps"],
-    )
-    _check_rank_model(model)
-    return model
 
 
 #: Losses a fitted model can hold: those the fitters accept (``hinge`` is refused there).
@@ -906,12 +878,6 @@ def status_problems(value, name: str = "info.status") -> list[str]:
     return []
 
 
-def _check_rank_model(model: RankModel) -> None:
-    """Kept for callers of the old name: :func:`check_fitted_fields` of a RankModel."""
-    check_fitted_fields(model, type(model).__name__)
-
-
 for _k in (_kernels.Gaussian, _kernels.Linear, _kernels.Polynomial):
     register_kernel(_k)
 del _k
-register_model("RankModel", RankModel, _rank_model_to_arrays, _rank_model_from_arrays)

@@ -12,7 +12,7 @@ it makes the problem strongly convex on the span of the basis, so the minimiser 
 
 Solver: FISTA (Beck & Teboulle, SIAM J. Imaging Sci. 2009, Alg. FISTA with backtracking) on
 the smooth part ``s(β)`` (the pairwise loss plus the optional RKHS term, whose value and gradient
-are those of :func:`jaxrank.fit.objective_closures`: sorted windows, two products with ``K``),
+are those of :func:`jaxrank.objective.objective_closures`: sorted windows, two products with ``K``),
 with the proximal map of ``μ||·||₁`` — soft thresholding, which sets coefficients to *exact*
 zeros. Instead of the paper's suggested coordinate descent (one kernel column per coordinate
 update, O(m) each) every step here is a full-vector update built from the same O(m log m)
@@ -64,17 +64,12 @@ import numpy as np
 from jaxrank import _buckets
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
+from jaxrank._fitting import choose_dtype, gram, pad_square
 from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
 from jaxrank.bases import resolve_basis
-from jaxrank.fit import (
-    ConvergenceWarning,
-    RankModel,
-    _choose_dtype,
-    _gram,
-    _pad_square,
-    objective_closures,
-)
 from jaxrank.losses import get_loss
+from jaxrank.model import ConvergenceWarning, RankModel
+from jaxrank.objective import objective_closures
 from jaxrank.solver import Status, status_code
 
 __all__ = [
@@ -355,7 +350,7 @@ def _grad0(K, Krr, lam, loss, counts, *, sizes, block):
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class L1Model(RankModel):
-    """A :class:`~jaxrank.fit.RankModel` fitted with the ℓ1 penalty (:func:`fit_l1`).
+    """A :class:`~jaxrank.model.RankModel` fitted with the ℓ1 penalty (:func:`fit_l1`).
 
     Attributes (besides those of ``RankModel``):
       l1: the ℓ1 weight μ, ``()`` or ``(L,)``; ``lam`` holds the elastic λ (0 for the paper's
@@ -391,11 +386,11 @@ class _Setup(NamedTuple):
 
 
 def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget) -> _Setup:
-    """Kernel block, ``K_RR`` and the float gradient floor as :func:`jaxrank.fit.fit_rows`
+    """Kernel block, ``K_RR`` and the float gradient floor as :func:`jaxrank._fitting.fit_rows`
     builds them: classes and basis padded to shape buckets (:mod:`jaxrank._buckets`; padded
     rows enter no pair, padded basis columns are zero with an identity block in ``K_RR``), so a
     new size inside the buckets compiles nothing."""
-    dt = np.dtype(_choose_dtype(X, dtype))
+    dt = np.dtype(choose_dtype(X, dtype))
     check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
     kernel = _kernels.resolve_kernel(kernel, X)
@@ -422,10 +417,10 @@ def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget) -> _Setup:
     Bp[:] = Xn[idx[0]]
     Bp[:nb] = Xn[idx]
     K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
-    Krr_n = np.asarray(_gram(kernel, _buckets.put(Bp)))[:nb, :nb]
+    Krr_n = np.asarray(gram(kernel, _buckets.put(Bp)))[:nb, :nb]
     scale = float(np.mean(np.diag(Krr_n).astype(np.float64)))
     scale = scale if math.isfinite(scale) and scale > 0 else 1.0
-    Krr = _buckets.put(_pad_square(Krr_n, nb_pad, scale))
+    Krr = _buckets.put(pad_square(Krr_n, nb_pad, scale))
     # Rounding error of the two-level gradient sum, as in fit_rows: below it r is noise.
     kmax = float(np.max(np.abs(np.diag(Krr_n))))
     depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)

@@ -49,16 +49,20 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._validation import check_cast, check_lam, check_positive, check_X, label_vector
-from jaxrank.datasets import (
-    _check_int,
-    _check_real,
-    _random_permutation,
-    _resolve_key,
-    _standard_normal,
+from jaxrank._fitting import check_solver_options, choose_dtype, fit_rows
+from jaxrank._random import random_permutation, resolve_key, standard_normal
+from jaxrank._validation import (
+    check_cast,
+    check_int,
+    check_lam,
+    check_positive,
+    check_real,
+    check_X,
+    label_vector,
 )
-from jaxrank.fit import RankModel, _choose_dtype, check_solver_options, fit_rows, pair_curvature
 from jaxrank.losses import PiecewiseQuadratic
+from jaxrank.model import RankModel
+from jaxrank.objective import pair_curvature
 
 __all__ = [
     "check_levels",
@@ -342,7 +346,7 @@ def objective_closures(
 class _Levels:
     """Row layout of the multi-level objective: rows sorted by level, ``counts`` real rows per
     level in ``sizes`` rows each (shape buckets). A pytree: the counts are traced leaves, the
-    sizes static (the shared solver :func:`jaxrank.fit._solve` compiles per padded size)."""
+    sizes static (the shared solver :func:`jaxrank._fitting.solve` compiles per padded size)."""
 
     counts: tuple  # real rows per level: pytree leaves, traced in the solver
     sizes: tuple | None = dataclasses.field(default=None, metadata=dict(static=True))
@@ -428,7 +432,7 @@ def fit_multilevel(
         :func:`jaxrank.fit`).
 
     Returns:
-      A :class:`~jaxrank.fit.RankModel` (``decision_function`` as for :func:`jaxrank.fit`);
+      A :class:`~jaxrank.model.RankModel` (``decision_function`` as for :func:`jaxrank.fit`);
       ``model.info.objective`` in the normalisation above.
 
     Raises:
@@ -460,7 +464,7 @@ def fit_multilevel(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
         max_iter=max_iter, max_cg=max_cg,
     )  # fmt: skip
-    dt = _choose_dtype(X, dtype)
+    dt = choose_dtype(X, dtype)
     check_cast(X, dt)
     idx = np.flatnonzero(index != maj)  # basis: every non-majority row (eq. 48)
     order = np.argsort(index, kind="stable")  # rows by level, ascending; stable within a level
@@ -552,18 +556,18 @@ def make_ordinal(
       >>> X.shape, X.dtype, lv.dtype, [int((lv == r).sum()) for r in range(4)]
       ((1000, 5), dtype('float64'), dtype('int32'), [850, 86, 43, 21])
     """
-    levels = _check_int(levels, "levels", 2)
-    m = _check_int(m, "m", levels)
-    d = _check_int(d, "d", 1)
-    majority_frac = _check_real(majority_frac, "majority_frac", 0.0, 1.0, lo_open=True,
+    levels = check_int(levels, "levels", 2)
+    m = check_int(m, "m", levels)
+    d = check_int(d, "d", 1)
+    majority_frac = check_real(majority_frac, "majority_frac", 0.0, 1.0, lo_open=True,
                                 hi_open=True)  # fmt: skip
     sep = check_positive(sep, "sep")
-    key = _resolve_key(key, seed)
+    key = resolve_key(key, seed)
     k_noise, k_perm = jax.random.split(key)
 
     sizes = _level_sizes(m, levels, majority_frac)
     lv = np.repeat(np.arange(levels, dtype=np.int32), sizes)
     u = np.full(d, 1.0 / math.sqrt(d))
-    X = (lv[:, None] * sep) * u[None, :] + _standard_normal(k_noise, m * d).reshape(m, d)
-    perm = _random_permutation(k_perm, m)
+    X = (lv[:, None] * sep) * u[None, :] + standard_normal(k_noise, m * d).reshape(m, d)
+    perm = random_permutation(k_perm, m)
     return np.ascontiguousarray(X[perm]), lv[perm]

@@ -45,6 +45,9 @@ import jax.numpy as jnp
 from jaxrank.losses import PiecewiseQuadratic
 
 __all__ = ["Windows", "hvp", "value_and_grad", "windows"]
+# The building blocks below without a leading underscore (flat_take, window_sums, prefix_sum,
+# unsort, row_sum, windows_b, loss_col, batched, real_counts) are shared with the push loss
+# (jaxrank.push), which is built over the same sorted windows; they are not part of __all__.
 
 
 class Windows(NamedTuple):
@@ -81,7 +84,7 @@ def _offsets(B: int, width: int) -> jax.Array:
     return (jnp.arange(B, dtype=jnp.int32) * width)[:, None]
 
 
-def _flat_take(x: jax.Array, idx: jax.Array) -> jax.Array:
+def flat_take(x: jax.Array, idx: jax.Array) -> jax.Array:
     # x[b, idx[b, j]] for every row b, as one 1-D gather.
     B, n = x.shape
     return x.ravel()[(idx + _offsets(B, n)).ravel()].reshape(idx.shape)
@@ -142,7 +145,7 @@ def _searchsorted_rows(sorted_rows: jax.Array, q: jax.Array, n_valid=None) -> ja
 
     def cell(q):
         c = bucket(q)
-        return _flat_take(start, c), _flat_take(start, c + 1)  # start[c] = #{k : cell_k < c}
+        return flat_take(start, c), flat_take(start, c + 1)  # start[c] = #{k : cell_k < c}
 
     def less(k):
         return flat[jnp.minimum(k, n - 1) + off] < q
@@ -205,7 +208,7 @@ def _in_window(a: jax.Array, b: jax.Array, vals: jax.Array, n_bins: int) -> jax.
     return _between(_hist(a, vals, n_bins), _hist(b, vals, n_bins))
 
 
-def _window_sums(a, b, lin_vals, quad_vals, n_bins):
+def window_sums(a, b, lin_vals, quad_vals, n_bins):
     """Per row and sorted positive ``k``: ``Σ_{j: a_j > k} lin_vals_j`` (the linear window) and
     ``Σ_{j: a_j ≤ k < b_j} quad_vals_j`` (the quadratic window), for several columns at once.
 
@@ -219,18 +222,18 @@ def _window_sums(a, b, lin_vals, quad_vals, n_bins):
     return jnp.stack(lin, -1), jnp.stack(quad, -1)
 
 
-def _prefix(x: jax.Array) -> jax.Array:
+def prefix_sum(x: jax.Array) -> jax.Array:
     return jnp.concatenate([jnp.zeros((x.shape[0], 1), x.dtype), jnp.cumsum(x, axis=-1)], -1)
 
 
-def _unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
+def unsort(order: jax.Array, x_sorted: jax.Array) -> jax.Array:
     B, n = x_sorted.shape
     flat = jnp.zeros((B * n,), x_sorted.dtype)
     idx = (order + _offsets(B, n)).ravel()
     return flat.at[idx].set(x_sorted.ravel(), unique_indices=True).reshape(B, n)
 
 
-def _row_sum(x: jax.Array, block: int = 1024) -> jax.Array:
+def row_sum(x: jax.Array, block: int = 1024) -> jax.Array:
     # Σ over the last axis as products with ones over blocks of ``block`` values, then a sum of
     # the block sums. XLA on CPU fuses the gathers and arithmetic that produce x into a plain
     # reduction, which then ran ~6x slower (29 ms against 4 ms for the value's per-negative
@@ -270,7 +273,7 @@ def _mask_padding(fp: jax.Array, fn: jax.Array, counts):
     return jnp.where(vp, fp, big), jnp.where(vn, fn, small), shift, n_pos[:, 0]
 
 
-def _windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=None):
+def windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=None):
     dt = fp.dtype
     n_pos = fp.shape[1]
     if counts is None:
@@ -278,7 +281,7 @@ def _windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=N
     else:
         fp, fn, shift, n_valid = _mask_padding(fp, fn, counts)
     fp_sorted, order = _sort_with_order(fp)
-    lo = _loss_col(loss.lo, dt)
+    lo = loss_col(loss.lo, dt)
     # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
     # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
     # both boundaries in one search: the cell table is built once, and the program holds one
@@ -300,49 +303,49 @@ def _windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=N
     return (w, sq) if with_sq else w
 
 
-def _loss_col(v, dt):
+def loss_col(v, dt):
     v = jnp.asarray(v, dt)
     return v[:, None] if v.ndim else v
 
 
 def _value_and_grad_b(fp, fn, loss, counts=None):
-    w, sq = _windows_b(fp, fn, loss, with_sq=True, counts=counts)
+    w, sq = windows_b(fp, fn, loss, with_sq=True, counts=counts)
     dt = fp.dtype
-    q = _loss_col(loss.q, dt)
-    c = _loss_col(loss.c, dt)
-    P1 = _prefix(w.sp)
-    P2 = _prefix(w.sp * w.sp)
-    P1a = _flat_take(P1, w.a)
-    S1 = _flat_take(P1, w.b) - P1a
-    S2 = _flat_take(P2, w.b) - _flat_take(P2, w.a)
+    q = loss_col(loss.q, dt)
+    c = loss_col(loss.c, dt)
+    P1 = prefix_sum(w.sp)
+    P2 = prefix_sum(w.sp * w.sp)
+    P1a = flat_take(P1, w.a)
+    S1 = flat_take(P1, w.b) - P1a
+    S2 = flat_take(P2, w.b) - flat_take(P2, w.a)
     af = w.a.astype(dt)
     nqn = (w.b - w.a).astype(dt)
     u = w.fn
     one_u = 1 + u
     lin = af * (c + u) - P1a
     quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
-    value = _row_sum(lin + quad)
+    value = row_sum(lin + quad)
     grad_neg = af + 2 * q * (nqn * one_u - S1)
     # sq is a running sum (a difference array); where no window is open it is 0 exactly, not
     # the sum's rounding residue (which padded positives would otherwise pass to g @ K)
     sq = jnp.where(w.nq > 0, sq, 0)
     grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
-    return value, _unsort(w.order, grad_sorted), grad_neg, w
+    return value, unsort(w.order, grad_sorted), grad_neg, w
 
 
 def _hvp_b(w: Windows, dp, dn, loss):
     dt = dp.dtype
-    q2 = 2 * _loss_col(loss.q, dt)
+    q2 = 2 * loss_col(loss.q, dt)
     ds = jnp.take_along_axis(dp, w.order, axis=-1)
-    DP = _prefix(ds)
-    h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (_flat_take(DP, w.b) - _flat_take(DP, w.a)))
+    DP = prefix_sum(ds)
+    h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (flat_take(DP, w.b) - flat_take(DP, w.a)))
     dq = jnp.where(w.active, dn, 0)
     sd = jnp.where(w.nq > 0, _in_window(w.a, w.b, dq, dp.shape[1]), 0)  # as sq above
     h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
-    return _unsort(w.order, h_sorted), h_neg
+    return unsort(w.order, h_sorted), h_neg
 
 
-def _batched(impl):
+def batched(impl):
     """Wrap a ``(B, n)``-native implementation as a single-problem function whose ``vmap`` runs
     the native batched code (leading vmapped axes are moved to the front and flattened)."""
 
@@ -365,12 +368,12 @@ def _batched(impl):
     return fun
 
 
-_windows = _batched(lambda fp, fn, loss, counts: _windows_b(fp, fn, loss, counts=counts))
-_value_and_grad = _batched(_value_and_grad_b)
-_hvp = _batched(_hvp_b)
+_windows = batched(lambda fp, fn, loss, counts: windows_b(fp, fn, loss, counts=counts))
+_value_and_grad = batched(_value_and_grad_b)
+_hvp = batched(_hvp_b)
 
 
-def _counts(n_pos, n_neg):
+def real_counts(n_pos, n_neg):
     if (n_pos is None) != (n_neg is None):
         raise ValueError("give both n_pos and n_neg (the real counts), or neither.")
     if n_pos is None:
@@ -394,7 +397,7 @@ def windows(
     Returns:
       The :class:`Windows` at these scores. Cost O(m+ log m+ + m− log m+).
     """
-    return _windows(fp, fn, loss, _counts(n_pos, n_neg))
+    return _windows(fp, fn, loss, real_counts(n_pos, n_neg))
 
 
 def value_and_grad(
@@ -432,7 +435,7 @@ def value_and_grad(
       >>> float(v)  # ℓ(1) + ℓ(−1) = 0 + 1.5
       1.5
     """
-    return _value_and_grad(fp, fn, loss, _counts(n_pos, n_neg))
+    return _value_and_grad(fp, fn, loss, real_counts(n_pos, n_neg))
 
 
 def hvp(

@@ -55,21 +55,22 @@ import numpy as np
 
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
+from jaxrank._fitting import check_solver_options, choose_dtype, fit_rows
 from jaxrank._validation import check_cast, check_lam, check_X_y
 from jaxrank.bases import resolve_basis
-from jaxrank.fit import RankModel, _choose_dtype, check_solver_options, fit_rows
 from jaxrank.losses import PiecewiseQuadratic
+from jaxrank.model import RankModel, rank_model_from_arrays, rank_model_to_arrays
 from jaxrank.pairwise import (
     Windows,
-    _batched,
-    _counts,
-    _flat_take,
-    _loss_col,
-    _prefix,
-    _row_sum,
-    _unsort,
-    _window_sums,
-    _windows_b,
+    batched,
+    flat_take,
+    loss_col,
+    prefix_sum,
+    real_counts,
+    row_sum,
+    unsort,
+    window_sums,
+    windows_b,
 )
 
 __all__ = [
@@ -117,27 +118,27 @@ def _sizes(fp, fn, counts, dt):
 def _value_and_grad_b(fp, fn, loss, p, counts=None):
     # counts: as in jaxrank.pairwise.value_and_grad (padded entries enter no pair; their
     # gradient entries are exact zeros)
-    w = _windows_b(fp, fn, loss, counts=counts)
+    w = windows_b(fp, fn, loss, counts=counts)
     dt = fp.dtype
     m_pos, m_neg, vp, vn = _sizes(fp, fn, counts, dt)
     n_pos = fp.shape[1]  # bins of the window sums
-    q = _loss_col(loss.q, dt)
-    c = _loss_col(loss.c, dt)
-    p = _loss_col(p, dt)
-    P1 = _prefix(w.sp)
-    P2 = _prefix(w.sp * w.sp)
+    q = loss_col(loss.q, dt)
+    c = loss_col(loss.c, dt)
+    p = loss_col(p, dt)
+    P1 = prefix_sum(w.sp)
+    P2 = prefix_sum(w.sp * w.sp)
     af = w.a.astype(dt)
     nqn = (w.b - w.a).astype(dt)
-    P1a = _flat_take(P1, w.a)
-    S1 = _flat_take(P1, w.b) - P1a
-    S2 = _flat_take(P2, w.b) - _flat_take(P2, w.a)
+    P1a = flat_take(P1, w.a)
+    S1 = flat_take(P1, w.b) - P1a
+    S2 = flat_take(P2, w.b) - flat_take(P2, w.a)
     one_u = 1 + w.fn
     # Per negative (as in jaxrank.pairwise): S_j = Σ_i ℓ(s_i − u_j) and G_j = Σ_i ℓ'(s_i − u_j).
     S = af * (c + w.fn) - P1a + q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
     G = -(af + 2 * q * (nqn * one_u - S1))
     # S_j ≥ 0 exactly; the prefix-sum differences can leave −rounding, which s^p cannot take.
     s = jnp.maximum(S, 0) / m_pos
-    value = _row_sum(s**p) / m_neg.reshape(-1)  # a padded negative: S_j = 0, adds 0^p = 0
+    value = row_sum(s**p) / m_neg.reshape(-1)  # a padded negative: S_j = 0, adds 0^p = 0
     wt = p * s ** (p - 1) / (m_pos * m_neg)
     if vn is not None:
         wt = jnp.where(vn, wt, 0)  # 0^0 = 1 at p = 1: no weight for padded negatives
@@ -147,7 +148,7 @@ def _value_and_grad_b(fp, fn, loss, p, counts=None):
     # while the counts nl, nq of the windows are exact integers.
     wbar = jnp.sum(wt, axis=-1, keepdims=True) / m_neg
     wc = wt - wbar
-    lin_sum, quad_sum = _window_sums(
+    lin_sum, quad_sum = window_sums(
         w.a,
         w.b,
         wc[..., None],
@@ -162,7 +163,7 @@ def _value_and_grad_b(fp, fn, loss, p, counts=None):
     if vp is not None:  # padded positives sort last; their running sums hold only rounding
         grad_sorted = jnp.where(vp, grad_sorted, 0)
     lin = PushLin(windows=w, s=s, G=G, w=wt, qw=qw)
-    return value, _unsort(w.order, grad_sorted), grad_neg, lin
+    return value, unsort(w.order, grad_sorted), grad_neg, lin
 
 
 def _hvp_b(lin: PushLin, dp, dn, loss, p, counts=None):
@@ -170,14 +171,14 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p, counts=None):
     dt = dp.dtype
     m_pos, m_neg, vp, _ = _sizes(dp, dn, counts, dt)
     n_pos = dp.shape[1]  # bins of the window sums
-    q = _loss_col(loss.q, dt)
-    p = _loss_col(p, dt)
+    q = loss_col(loss.q, dt)
+    p = loss_col(p, dt)
     ds = jnp.take_along_axis(dp, w.order, axis=-1)
-    DP = _prefix(ds)
-    SDP = _prefix(w.sp * ds)
-    Da = _flat_take(DP, w.a)
-    DQ = _flat_take(DP, w.b) - Da
-    SQ = _flat_take(SDP, w.b) - _flat_take(SDP, w.a)
+    DP = prefix_sum(ds)
+    SDP = prefix_sum(w.sp * ds)
+    Da = flat_take(DP, w.a)
+    DQ = flat_take(DP, w.b) - Da
+    SQ = flat_take(SDP, w.b) - flat_take(SDP, w.a)
     one_u = 1 + w.fn
     # ∇S_j·d = Σ_i ℓ'_ij d_i − G_j d_j, the i-sum over the windows by prefix sums of d and s·d.
     dot = -Da - 2 * q * (one_u * DQ - SQ) - lin.G * dn
@@ -187,7 +188,7 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p, counts=None):
     h_neg = -cj * lin.G + 2 * q * lin.w * ((w.b - w.a).astype(dt) * dn - DQ)
     # Per sorted positive k: Σ_j c_j ℓ'_kj + 2q Σ_{j∈Q(k)} w_j (d_k − d_j), with ℓ'_kj = −1 on
     # the linear window and −2q (1 + u_j − s_k) on the quadratic one.
-    lin_sum, quad_sum = _window_sums(
+    lin_sum, quad_sum = window_sums(
         w.a,
         w.b,
         cj[..., None],
@@ -207,11 +208,11 @@ def _hvp_b(lin: PushLin, dp, dn, loss, p, counts=None):
     )
     if vp is not None:
         h_sorted = jnp.where(vp, h_sorted, 0)
-    return _unsort(w.order, h_sorted), h_neg
+    return unsort(w.order, h_sorted), h_neg
 
 
-_push_value_and_grad = _batched(_value_and_grad_b)
-_push_hvp = _batched(_hvp_b)
+_push_value_and_grad = batched(_value_and_grad_b)
+_push_hvp = batched(_hvp_b)
 
 
 def push_value_and_grad(
@@ -245,7 +246,7 @@ def push_value_and_grad(
       2.03125
     """
     dt = jnp.result_type(fp)
-    return _push_value_and_grad(fp, fn, loss, jnp.asarray(p, dt), _counts(n_pos, n_neg))
+    return _push_value_and_grad(fp, fn, loss, jnp.asarray(p, dt), real_counts(n_pos, n_neg))
 
 
 def push_hvp(
@@ -270,7 +271,7 @@ def push_hvp(
       ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
     """
     dt = jnp.result_type(dp)
-    return _push_hvp(lin, dp, dn, loss, jnp.asarray(p, dt), _counts(n_pos, n_neg))
+    return _push_hvp(lin, dp, dn, loss, jnp.asarray(p, dt), real_counts(n_pos, n_neg))
 
 
 def push_objective_closures(
@@ -285,7 +286,7 @@ def push_objective_closures(
     sizes: tuple[int, int] | None = None,
 ):
     """``(fun, hvp)`` of ``F(β) = P(K_{·R} β) + (λ/2) βᵀ K_RR β`` for
-    :func:`~jaxrank.solver.trust_ncg`, shaped like :func:`jaxrank.fit.objective_closures`.
+    :func:`~jaxrank.solver.trust_ncg`, shaped like :func:`jaxrank.objective.objective_closures`.
 
     Args:
       K: ``(m_pad, |R|)`` kernel block, rows ordered [positives; negatives; padding]; stored,
@@ -298,7 +299,7 @@ def push_objective_closures(
       block: rows per block of the two-level transpose product (must divide ``m_pad``);
         ``None``: one plain product.
       sizes: ``(P, N)`` rows of each class in ``K`` when padded to shape buckets (the counts
-        may then be traced), as in :func:`jaxrank.fit.objective_closures`.
+        may then be traced), as in :func:`jaxrank.objective.objective_closures`.
 
     Returns:
       ``fun(β) -> (F, ∇F, (lin, None))`` and ``hvp((lin, None), v) -> ∇²F v``; each costs two
@@ -337,7 +338,7 @@ def push_objective_closures(
 class _Push:
     """Row layout [positives; negatives; padding] of the p-norm push objective. Static and
     hashable except for the class counts, which are traced leaves (the shared solver
-    :func:`jaxrank.fit._solve` compiles per padded size), so ``p`` is static here: a new ``p``
+    :func:`jaxrank._fitting.solve` compiles per padded size), so ``p`` is static here: a new ``p``
     compiles once, a new λ or a new size inside the buckets does not.
 
     ``groups``, ``pairs`` and ``curvature`` serve the spectral preconditioner of
@@ -397,7 +398,7 @@ class _Push:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class PushModel(RankModel):
-    """A :class:`~jaxrank.fit.RankModel` fitted by the p-norm push (:func:`fit_push`).
+    """A :class:`~jaxrank.model.RankModel` fitted by the p-norm push (:func:`fit_push`).
 
     Attributes (besides those of ``RankModel``):
       p: the push exponent (static).
@@ -465,7 +466,7 @@ def fit_push(
         ``"none"``; no Jacobi diagonal for the push.
 
     Returns:
-      A :class:`PushModel` (a :class:`~jaxrank.fit.RankModel` that records ``p``);
+      A :class:`PushModel` (a :class:`~jaxrank.model.RankModel` that records ``p``);
       ``model.info.objective`` is ``F`` above.
 
     Raises:
@@ -495,7 +496,7 @@ def fit_push(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
         max_iter=max_iter, max_cg=max_cg,
     )  # fmt: skip
-    dt = _choose_dtype(X, dtype)
+    dt = choose_dtype(X, dtype)
     check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
     n_pos = int(pos.sum())
@@ -510,11 +511,11 @@ def fit_push(
 
 
 def _to_arrays(model: PushModel) -> dict:
-    return {**_io._rank_model_to_arrays(model), "p": model.p}
+    return {**rank_model_to_arrays(model), "p": model.p}
 
 
 def _from_arrays(fields: dict) -> PushModel:
-    base = _io._rank_model_from_arrays(fields)
+    base = rank_model_from_arrays(fields)
     p = check_p(fields["p"])
     return PushModel(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, p=p)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxrank import _buckets, metrics
 from jaxrank import kernels as _kernels
+from jaxrank._fitting import SHARED_GRID_MAX_BYTES, STAGED_MIN_BYTES
 from jaxrank._validation import (
     check_binary_labels,
     check_key,
@@ -26,7 +27,8 @@ from jaxrank._validation import (
     check_positive,
     check_X_y,
 )
-from jaxrank.fit import SHARED_GRID_MAX_BYTES, STAGED_MIN_BYTES, RankModel, fit
+from jaxrank.fit import fit
+from jaxrank.model import RankModel
 
 __all__ = ["SelectionResult", "select_lambda", "shared_floors", "stratified_folds"]
 
@@ -146,10 +148,10 @@ def shared_floors(m: int, n_pos: int, n_basis: int, n_lams: int, itemsize: int, 
     that every fold's fit and the refit share one compiled solver.
 
     Only for problems whose compilation dominates (the kernel block under
-    :data:`~jaxrank.fit.STAGED_MIN_BYTES`): a fold of a large set would otherwise carry the
+    :data:`~jaxrank._fitting.STAGED_MIN_BYTES`): a fold of a large set would otherwise carry the
     padding up to the whole set's size (``1/k`` of its rows) as real work.
 
-    With ``coarse``, a block under :data:`~jaxrank.fit.SHARED_GRID_MAX_BYTES` has its class
+    With ``coarse``, a block under :data:`~jaxrank._fitting.SHARED_GRID_MAX_BYTES` has its class
     sizes and basis padded to powers of two instead (:func:`jaxrank._buckets.bucket_pow2`):
     at most twice the rows, in exchange for one program serving data sets of many sizes.
 

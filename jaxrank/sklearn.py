@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.base import ClassifierMixin
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 except ImportError as err:  # pragma: no cover - exercised only without scikit-learn
@@ -39,10 +39,10 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
 
 import jax
 
-from jaxrank import kernels as _kernels
+from jaxrank._sklearn_base import KernelRankerParams, RankClassifier, midpoint, rank_scores
+from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV
 from jaxrank._validation import check_lam
 from jaxrank.bases import resolve_basis
-from jaxrank.fit import fit
 from jaxrank.metrics import mauc
 from jaxrank.multilevel import fit_multilevel
 
@@ -55,237 +55,8 @@ __all__ = [
     "SparseAUCClassifier",
 ]
 
-# Kernel entries k(x, basis_r) per scoring call: 4096 rows for up to 256 basis rows, fewer for
-# larger bases, so one row scored alone costs at most ~1M kernel entries.
-_SCORE_ENTRIES = 2**20
 
-
-def _block_rows(model) -> int:
-    """Rows per scoring block for ``model``: a power of two in [64, 4096], ≈ 2²⁰ / n_basis.
-
-    A function of the model alone (never of the rows scored), so every row of every call goes
-    through the same compiled program."""
-    rows = _SCORE_ENTRIES // max(int(model.n_basis), 1)
-    return int(min(4096, max(64, 2 ** (max(rows, 1).bit_length() - 1))))
-
-
-def _scores(model, X) -> np.ndarray:
-    """``model.decision_function(X)`` as float64, evaluated in zero-padded blocks of exactly
-    :func:`_block_rows` rows.
-
-    scikit-learn asks that a row's score not depend on the batch it is scored in
-    (``check_methods_subset_invariance``, atol 1e-7). XLA picks different product kernels for
-    different row counts, so in float32 a row scored alone and in a batch differed by ~1e-6; one
-    fixed shape makes each row's score a function of that row alone (and compiles once per
-    model, whatever the number of rows). Measured on 2 shared CPU cores (200 basis rows,
-    4096-row blocks): 2·10⁵ rows in 1.0-1.4x the time of one direct call, one row in ~2 ms
-    against ~0.2 ms. float64
-    output so that a threshold halfway between two float32 scores is exact (:func:`_midpoint`).
-    """
-    rows = _block_rows(model)
-    n = X.shape[0]
-    Xp = np.zeros((-(-n // rows) * rows, X.shape[1]), X.dtype)
-    Xp[:n] = X
-    out = [
-        np.asarray(model.decision_function(Xp[i : i + rows]), np.float64)
-        for i in range(0, Xp.shape[0], rows)
-    ]
-    return np.concatenate(out)[:n]
-
-
-def _midpoint(sorted_scores: np.ndarray, n_below) -> np.ndarray:
-    """Thresholds halfway between the ``n_below``-th and ``(n_below + 1)``-th smallest scores.
-
-    A score ``s`` then lies above threshold ``t`` iff ``s − t > 0`` (IEEE subtraction keeps the
-    sign), so exactly ``len − n_below`` training scores lie above it when the two neighbours
-    differ. If they are adjacent floats the midpoint may round up onto the upper one; it is then
-    moved down onto the lower one (``s > t`` still holds for the upper).
-    """
-    lo, hi = sorted_scores[n_below - 1], sorted_scores[n_below]
-    t = lo + (hi - lo) / 2
-    return np.where(t >= hi, lo, t)
-
-
-class _KernelRankerParams(BaseEstimator):
-    """The parameters every jaxrank estimator shares (stored as given, as scikit-learn asks)
-    and the kernel they name."""
-
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-    ):
-        self.lam = lam
-        self.kernel = kernel
-        self.sigma2 = sigma2
-        self.eps = eps
-        self.loss = loss
-        self.tol = tol
-        self.max_iter = max_iter
-        self.max_cg = max_cg
-        self.dtype = dtype
-
-    def _kernel(self):
-        if self.sigma2 is None:
-            return self.kernel
-        if self.kernel not in ("gaussian", "rbf"):
-            raise ValueError(
-                f"sigma2 is the Gaussian kernel's σ²; it cannot be set with kernel={self.kernel!r}."
-            )
-        return _kernels.gaussian(self.sigma2)
-
-
-class _RankClassifier(ClassifierMixin, _KernelRankerParams):
-    """Shared code of the jaxrank estimators; subclasses set ``_basis``.
-
-    Parameters are named as in :func:`jaxrank.fit`; ``kernel`` is ``"gaussian"``, ``"linear"``,
-    ``"polynomial"`` or a jaxrank kernel object, and ``sigma2`` (Gaussian only) is σ², ``None``
-    for the paper's heuristic on the training rows.
-    """
-
-    _basis: str  # "rare", "all" or "random": the basis argument of jaxrank.fit
-
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        pos_label=None,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-    ):
-        super().__init__(
-            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
-            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
-        )  # fmt: skip
-        self.pos_label = pos_label
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False  # a biclass ranker: two-valued labels only
-        return tags
-
-    def _basis_options(self, X=None, pos=None) -> dict:
-        """``basis`` (and ``key``, ``n_basis``) for :func:`jaxrank.fit`; ``X`` and ``pos`` (the
-        validated training rows and rare-class mask) for strategies that need them."""
-        return {"basis": self._basis}
-
-    def _fit_model(self, X, pos, lam: float):
-        """The fitted :class:`~jaxrank.fit.RankModel` and its iteration count (``n_iter_``)."""
-        model = fit(
-            X, pos, lam, kernel=self._kernel(), eps=self.eps, loss=self.loss, tol=self.tol,
-            max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
-            **self._basis_options(X, pos),
-        )  # fmt: skip
-        return model, int(model.info.iterations)
-
-    def fit(self, X, y):
-        """Fit the ranker on ``X`` (taken as given) and any two-valued labels ``y``.
-
-        The rare class is ``pos_label`` (default: the minority class of ``y``; on an exact 50/50
-        split, ``classes_[1]``, the larger label in sorted order). The ranker is fitted with the
-        rare class as jaxrank's positive class (:func:`jaxrank.fit`), then ``threshold_`` is set
-        so that on the training rows as many are predicted ``classes_[1]`` as there are rows of
-        ``classes_[1]`` (up to ties).
-
-        Returns:
-          self.
-
-        Raises:
-          ValueError: ``y`` not two-valued (one class, or more than two), not class labels,
-            ``pos_label`` not one of the labels, or a bad parameter.
-        """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)
-        if classes.size == 1:
-            raise ValueError(
-                f"y has one class only ({classes[0]!r}); a ranker needs two classes (a rare and "
-                "a majority one)."
-            )
-        if classes.size > 2:
-            raise ValueError(
-                "Only binary classification is supported (a biclass ranker); y has "
-                f"{classes.size} classes. For ordinal levels use MultiLevelRankRC."
-            )
-        i_pos = self._rare_index(classes, counts)
-        lam, scalar = check_lam(self.lam)
-        if not scalar:
-            raise ValueError(
-                "lam must be one value here; tune it with GridSearchCV or "
-                "jaxrank.select.select_lambda."
-            )
-        pos = index == i_pos  # jaxrank's positive (rare) class
-        self.model_, self.n_iter_ = self._fit_model(X, pos, float(lam[0]))
-        self.classes_ = classes
-        self.pos_label_ = classes[i_pos]
-        # The training-prevalence threshold on the score of classes_[1]: as many training scores
-        # lie above it as there are rows of classes_[1] (midway between two sorted scores).
-        scores = np.sort(self._sign() * _scores(self.model_, X))
-        self.threshold_ = float(_midpoint(scores, int(counts[0])))
-        return self
-
-    def _rare_index(self, classes: np.ndarray, counts: np.ndarray) -> int:
-        """The index in ``classes`` of the rare class: ``pos_label``, or the minority class
-        (``1`` on a tie)."""
-        if self.pos_label is None:
-            return 0 if counts[0] < counts[1] else 1
-        if np.ndim(self.pos_label) != 0:
-            raise ValueError(f"pos_label must be one label, got {self.pos_label!r}.")
-        hits = [i for i, c in enumerate(classes) if bool(c == self.pos_label)]
-        if not hits:
-            raise ValueError(
-                f"pos_label={self.pos_label!r} is not one of the labels of y {classes.tolist()!r}."
-            )
-        return hits[0]
-
-    def _sign(self) -> float:
-        """+1 when the rare class is ``classes_[1]``, −1 when it is ``classes_[0]``."""
-        return 1.0 if self.classes_[1] == self.pos_label_ else -1.0
-
-    def decision_function(self, X) -> np.ndarray:
-        """The score of ``classes_[1]``, shifted so that ``predict`` is ``score > 0``.
-
-        ``decision_function(X) = σ·f(X) − threshold_``, with ``f = model_.decision_function``
-        (the rare-class ranking score) and ``σ = +1`` when the rare class ``pos_label_`` is
-        ``classes_[1]``, ``−1`` when it is ``classes_[0]``. So larger always means more likely
-        ``classes_[1]``, as scikit-learn's ``roc_auc`` scoring expects, and
-        ``predict(X) == classes_[(decision_function(X) > 0).astype(int)]``. The shift by the
-        constant ``threshold_`` changes no ranking and no AUC. Rows are scored in fixed-size
-        blocks, so a row's score does not depend on the other rows of ``X``.
-
-        Returns:
-          ``(n,)`` float64 array.
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return self._sign() * _scores(self.model_, X) - self.threshold_
-
-    def predict(self, X) -> np.ndarray:
-        """``classes_[1]`` where ``decision_function(X) > 0``, else ``classes_[0]``.
-
-        A ranker's scores have an arbitrary offset; the decision function is shifted by the
-        training-prevalence threshold ``threshold_`` (on the training rows as many are predicted
-        ``classes_[1]`` as there are rows of it, up to ties).
-        """
-        above = self.decision_function(X) > 0  # checks fitted before classes_ is read
-        return self.classes_[above.astype(int)]
-
-
-class RankRCClassifier(_RankClassifier):
+class RankRCClassifier(RankClassifier):
     """RankRC (seed 000 eq. 13): a kernel ranker over the rare-class basis, for scikit-learn.
 
     Takes any two labels (numbers, strings, booleans). The ranker is fitted with the rare class
@@ -340,7 +111,7 @@ class RankRCClassifier(_RankClassifier):
     _basis = "rare"
 
 
-class RankSVMClassifier(_RankClassifier):
+class RankSVMClassifier(RankClassifier):
     """Kernel RankSVM (seed 000 eq. 6, smoothed): every training row is a basis row.
 
     Parameters, attributes and methods as :class:`RankRCClassifier`. Needs the m × m kernel
@@ -350,7 +121,7 @@ class RankSVMClassifier(_RankClassifier):
     _basis = "all"
 
 
-class RandomBasisRankClassifier(_RankClassifier):
+class RandomBasisRankClassifier(RankClassifier):
     """RANK-RND (seed 000 Sec. 6): a kernel ranker over ``n_basis`` random training rows.
 
     Parameters, attributes and methods as :class:`RankRCClassifier`, and:
@@ -394,7 +165,7 @@ class RandomBasisRankClassifier(_RankClassifier):
         return super()._basis_options(X, pos) | {"key": key, "n_basis": self.n_basis}
 
 
-class SparseAUCClassifier(_RankClassifier):
+class SparseAUCClassifier(RankClassifier):
     """Sparse kernel AUC (seed 001): a greedily grown basis of ``n_basis`` training rows.
 
     :func:`jaxrank.greedy.fit_greedy` for scikit-learn: κ random candidates per step scored by
@@ -475,7 +246,7 @@ def _key_from(random_state) -> jax.Array:
     return jax.random.key(int(seed))
 
 
-class NystromRankClassifier(_RankClassifier):
+class NystromRankClassifier(RankClassifier):
     """An R-subset kernel ranker over Nyström landmarks chosen by a strategy (seed 003, Sec. 4).
 
     Fits :func:`jaxrank.fit` with ``basis`` = the landmark rows chosen by
@@ -554,7 +325,7 @@ class NystromRankClassifier(_RankClassifier):
         return self
 
 
-class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
+class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
     """Multi-level (ordinal) RankRC (seed 003 eq. 48) for scikit-learn.
 
     :func:`jaxrank.fit_multilevel`: one kernel ranker whose scores order the levels, with the
@@ -670,8 +441,8 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
         )  # fmt: skip
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = levels
-        scores = np.sort(_scores(self.model_, X))
-        self.thresholds_ = _midpoint(scores, np.cumsum(counts)[:-1])  # N_k: rows below level k
+        scores = np.sort(rank_scores(self.model_, X))
+        self.thresholds_ = midpoint(scores, np.cumsum(counts)[:-1])  # N_k: rows below level k
         return self
 
     def ranking_score(self, X) -> np.ndarray:
@@ -684,7 +455,7 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return _scores(self.model_, X)
+        return rank_scores(self.model_, X)
 
     def _margins(self, X) -> np.ndarray:
         """``(n, R)`` cumulative margins ``D_k = Σ_{j≤k} (f − t_j)``, ``D_0 = 0``."""
@@ -732,6 +503,3 @@ class MultiLevelRankRC(ClassifierMixin, _KernelRankerParams):
                 f"{self.classes_.tolist()!r}."
             )
         return float(mauc(index, scores))
-
-
-from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV  # noqa: E402

@@ -74,6 +74,7 @@ import optax
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
+from jaxrank._fitting import choose_dtype
 from jaxrank._validation import (
     check_cast,
     check_key,
@@ -82,8 +83,8 @@ from jaxrank._validation import (
     check_positive,
     check_X_y,
 )
-from jaxrank.fit import ConvergenceWarning, RankModel, _choose_dtype
 from jaxrank.losses import smoothed_hinge
+from jaxrank.model import ConvergenceWarning, RankModel
 from jaxrank.solver import SolverInfo, Status
 
 __all__ = [
@@ -475,7 +476,7 @@ def fit_rankrc_stochastic(
       return_history: also return a :class:`StochasticHistory`.
 
     Returns:
-      A :class:`~jaxrank.fit.RankModel` over the rare-class basis (as :func:`jaxrank.fit_rankrc`)
+      A :class:`~jaxrank.model.RankModel` over the rare-class basis (as :func:`jaxrank.fit_rankrc`)
       whose ``info`` is a :class:`~jaxrank.solver.SolverInfo`: ``objective`` and ``grad_norm``
       are the exact ``F`` and ``||∇F||_∞`` at the returned β (the best epoch's iterate),
       ``iterations`` the optimizer steps taken, ``cg_iterations`` 0 (there is no CG; the
@@ -528,7 +529,7 @@ def fit_rankrc_stochastic(
         raise ValueError(f"decay must be in (0, 1], got {decay!r}.")
     if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}.")
-    dt = _choose_dtype(X, dtype)
+    dt = choose_dtype(X, dtype)
     check_cast(X, dt)
     check_lam_dtype(lams, dt)  # as fit_rows: a λ this dtype cannot solve is refused up front
     kernel = _kernels.resolve_kernel(kernel, X)

@@ -17,7 +17,7 @@ from oracles import rank_grad_hess, rank_objective
 
 import jaxrank
 from jaxrank import _buckets, datasets, kernels, losses
-from jaxrank.fit import _solve
+from jaxrank._fitting import solve as _solve
 from jaxrank.select import select_lambda
 
 F64 = dict(dtype=np.float64)

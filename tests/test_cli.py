@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import jaxrank
-from jaxrank import _io_data, cli, datasets, metrics
+from jaxrank import _cli_common, _cli_fit, _cli_modelfile, _io_data, cli, datasets, metrics
 from jaxrank import io as model_io
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ def test_holdout_and_single_lambda_equal_api(files, one_model, capsys):
     )  # fmt: skip
     assert code == 0, err
     split_key, _, _ = jax.random.split(jax.random.key(2), 3)
-    val = cli._holdout(y == 1, 1 / 3, split_key)
+    val = _cli_fit.holdout(y == 1, 1 / 3, split_key)
     assert (val & (y == 1)).sum() == 10 and (val & (y != 1)).sum() == 30
     grid_model = jaxrank.fit(Xs[~val], y[~val], GRID, dtype=np.float64)
     auc = np.asarray(metrics.auc(y[val], grid_model.decision_function(Xs[val])))
@@ -327,7 +327,7 @@ def test_standardizer_matches_sklearn():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 4)) * [1.0, 1e3, 1e-3, 1.0] + [0.0, 5.0, -2.0, 0.0]
     X[:, 3] = 7.25  # a constant column: centred, not scaled
-    mean, scale = cli._standardizer(X)
+    mean, scale = _cli_common.standardizer(X)
     ref = StandardScaler().fit(X)
     np.testing.assert_allclose(mean, ref.mean_, rtol=1e-14, atol=0)
     np.testing.assert_allclose(scale, ref.scale_, rtol=1e-14, atol=0)
@@ -422,16 +422,16 @@ def test_label_encodings(files, capsys, tmp_path):
     X, y = files["X"], files["y"]
     # "+1", "1.0", "1" are one class; words need --positive unless they say positive/true
     mixed = np.where(y == 1, np.array(["+1", "1.0", "1"])[np.arange(120) % 3], "-1")
-    pos, label, classes = cli._rare_class(mixed, None, "y")
+    pos, label, classes = _cli_common.rare_class(mixed, None, "y")
     np.testing.assert_array_equal(pos, y == 1)
     assert label == "1" and classes == ("-1", "1")
     words = np.where(y == 1, "fraud", "ok")
-    pos, label, _ = cli._rare_class(words, "fraud", "y")
+    pos, label, _ = _cli_common.rare_class(words, "fraud", "y")
     np.testing.assert_array_equal(pos, y == 1)
-    pos, label, _ = cli._rare_class(np.where(y == 1, "Positive", "negative"), None, "y")
+    pos, label, _ = _cli_common.rare_class(np.where(y == 1, "Positive", "negative"), None, "y")
     np.testing.assert_array_equal(pos, y == 1)
     with pytest.raises(ValueError, match="--positive LABEL"):
-        cli._rare_class(words, None, "y")
+        _cli_common.rare_class(words, None, "y")
     # through the command line: string labels with --positive give the same model as ±1
     _write_csv(tmp_path / "w.csv", X, words)
     code, _, err = _run(
@@ -446,10 +446,10 @@ def test_label_encodings(files, capsys, tmp_path):
 
 
 def test_lambda_syntax():
-    assert cli._positive_float("2^-8") == 2.0**-8
-    assert cli._positive_float("2**3") == 8.0
-    assert cli._positive_float("1e-3") == 1e-3
-    assert cli._fmt_lam(2.0**-6) == "2^-6" and cli._fmt_lam(0.3) == "0.3"
+    assert _cli_common.positive_float("2^-8") == 2.0**-8
+    assert _cli_common.positive_float("2**3") == 8.0
+    assert _cli_common.positive_float("1e-3") == 1e-3
+    assert _cli_common.fmt_lam(2.0**-6) == "2^-6" and _cli_common.fmt_lam(0.3) == "0.3"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -572,7 +572,7 @@ def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
 
     term = Terminal()
     monkeypatch.setattr(sys, "stderr", term)
-    bar = cli._Progress(2)
+    bar = _cli_common.Progress(2)
     bar.start("fold 1/1: fitting 3 λ")
     bar.finish("fold 1/1 done")
     bar.start("refit")
@@ -583,7 +583,7 @@ def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
     assert "\rjaxrank: [##########----------] 1/2 fold 1/1 done" in lines[0]
     assert lines[1].startswith("\rjaxrank: [##########----------] 1/2 refit ...")
     assert "\rjaxrank: [" + "#" * 20 + "] 2/2 refit done" in lines[1]
-    quiet = cli._Progress(2, enabled=False)
+    quiet = _cli_common.Progress(2, enabled=False)
     quiet.start("x")
     quiet.finish("x")
     assert term.getvalue().count("\n") == 2
@@ -659,10 +659,10 @@ def test_lambda_beyond_the_dtype_refused_before_reading_data(lam, dtype, capsys,
 
 def test_lambda_overflow_and_formatting():
     with pytest.raises(Exception, match="beyond the floating-point range"):
-        cli._positive_float("2^5000")
+        _cli_common.positive_float("2^5000")
     for lam in (0.0, float("inf"), float("nan"), 1e-300, -1.0):
-        assert isinstance(cli._fmt_lam(lam), str)  # no 'math domain error', no OverflowError
-    assert cli._fmt_lam(2.0**-1000) == "2^-1000"
+        assert isinstance(_cli_common.fmt_lam(lam), str)  # no 'math domain error', no OverflowError
+    assert _cli_common.fmt_lam(2.0**-1000) == "2^-1000"
 
 
 def test_output_path_checked_before_the_fit(capsys, tmp_path, monkeypatch, files):
@@ -767,7 +767,7 @@ def test_tampered_model_file_is_exit_2_naming_the_file(case, one_model, capsys, 
     name, value, message = TAMPERED[case]
     arrays = _arrays(one_model)
     arrays[name] = _inner(arrays, value) if name == "model" else value
-    arrays["checksum"] = np.array(cli._checksum(arrays))
+    arrays["checksum"] = np.array(_cli_modelfile.checksum(arrays))
     bad = tmp_path / "tampered.npz"
     np.savez(bad, **arrays)
     err = _error(["predict", bad, files["dir"] / "test.csv"], capsys)

@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score
 
-from jaxrank import ConvergenceWarning, Status, kernels, metrics
+from jaxrank import ConvergenceWarning, Status, dopmid_loop, dopmid_oracle, kernels, metrics
 from jaxrank import dopmid as dp
 from jaxrank.datasets import make_rare_class
 
@@ -285,8 +285,8 @@ def test_most_violated_table_matches_loops_on_larger_n():
     pos = np.zeros(n, bool)
     pos[rng.choice(n, 40, replace=False)] = True
     y = np.where(pos, 1, -1)
-    old = dp._QM_BLOCK
-    dp._QM_BLOCK = 7 * (n + 1)  # force 6 blocks of 7 rows over k = 0..40
+    old = dopmid_oracle.QM_BLOCK
+    dopmid_oracle.QM_BLOCK = 7 * (n + 1)  # force 6 blocks of 7 rows over k = 0..40
     try:
         for feature_map in ("sum", "balanced"):
             c = weights(pos, feature_map)
@@ -295,7 +295,7 @@ def test_most_violated_table_matches_loops_on_larger_n():
                 r = dp.most_violated(s, y, measure=measure, feature_map=feature_map, method="table")
                 assert abs(float(r.violation) - table_mvc(s, pos, measure, c)) < 1e-12
     finally:
-        dp._QM_BLOCK = old
+        dopmid_oracle.QM_BLOCK = old
 
 
 def test_most_violated_bad_input():
@@ -535,10 +535,10 @@ def test_gaussian_kernel_certificate():
 def test_changing_C_tol_max_iter_does_not_recompile():
     X, y, _ = data(12, 2, seed=9)
     dp.fit_dopmid(X, y, 0.1, measure="am")
-    before = dp._run._cache_size()
+    before = dopmid_loop.run_loop._cache_size()
     m = dp.fit_dopmid(X, y, 0.2, measure="am", tol=2e-3, max_iter=500)
     assert int(m.info.iterations) < 32  # one buffer size
-    assert dp._run._cache_size() == before
+    assert dopmid_loop.run_loop._cache_size() == before
 
 
 def test_max_iter_warns_with_status():

@@ -10,7 +10,7 @@ from oracles import rank_objective
 
 import jaxrank
 from jaxrank import datasets, kernels, losses, metrics
-from jaxrank.fit import _solve
+from jaxrank._fitting import solve as _solve
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from oracles import multilevel_objective, multilevel_value_grad_hvp
 
 import jaxrank
 from jaxrank import datasets, kernels, losses, metrics, multilevel
-from jaxrank.fit import _solve
+from jaxrank._fitting import solve as _solve
 from jaxrank.multilevel import fit_multilevel, make_ordinal
 
 LOSSES = {

@@ -19,14 +19,10 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import jaxrank
 from jaxrank import datasets, metrics
-from jaxrank.sklearn import (
-    RandomBasisRankClassifier,
-    RankRCClassifier,
-    RankSVMClassifier,
-    _block_rows,
-    _midpoint,
-    _scores,
-)
+from jaxrank._sklearn_base import block_rows as _block_rows
+from jaxrank._sklearn_base import midpoint as _midpoint
+from jaxrank._sklearn_base import rank_scores as _scores
+from jaxrank.sklearn import RandomBasisRankClassifier, RankRCClassifier, RankSVMClassifier
 
 
 def sklearn_checks(estimators):

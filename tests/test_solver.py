@@ -8,7 +8,8 @@ import scipy.optimize
 from oracles import rank_grad_hess, rank_objective
 
 from jaxrank import kernels, losses
-from jaxrank.fit import _cholesky_precond, objective_closures
+from jaxrank._fitting import cholesky_precond as _cholesky_precond
+from jaxrank.objective import objective_closures
 from jaxrank.solver import Status, _steihaug, status_code, trust_ncg
 
 

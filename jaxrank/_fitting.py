@@ -1,0 +1,635 @@
+"""Shared fitting internals, below every fitter: the biclass row layout, the compiled solver
+call, the dtype choice, the preconditioners and row-fitting (:func:`fit_rows`).
+
+:func:`jaxrank.fit` and the other systems' fitters (greedy, L1, push, multi-level, stochastic,
+MIBC, DOPMID) build on these; nothing here imports a fitter.
+Data flow: ``X, y`` → validation → rows reordered as [positives; negatives] → kernel block
+``K_{·R}`` (built once, in row chunks) → for each Newton step: scores ``f = K β`` (one product),
+sorted windows (:mod:`jaxrank.pairwise`), gradient ``g_f @ K`` (one product) → truncated CG with
+Hessian-vector products ``K v`` and ``h @ K`` reusing the windows → :class:`RankModel`.
+
+A λ grid is solved by ``jax.vmap`` of the single-λ solver with the kernel block unbatched, so
+each CG step is one matrix-matrix product for the whole grid (DESIGN §4), or, with
+``path="warm"``, as a ``lax.scan`` from large to small λ, each solve warm-started at the
+previous solution (seed 000, footnote 2).
+
+CG is preconditioned (``precondition="spectral"``, the default up to 2048 basis functions) by
+a model of the Hessian itself::
+
+    M(λ, c) = λ (K_RR + δI) + c G,   G = mean over pairs (i, j) of (k_i − k_j)(k_i − k_j)ᵀ
+
+where ``k_i`` are rows of ``K_{·R}``: ``G`` is the data Hessian if every pair were on the
+quadratic piece of ℓ (= ``C_+ + C_− + (μ_+ − μ_−)(μ_+ − μ_−)ᵀ``, within-class covariances of the
+kernel features plus the mean difference), and ``c = ℓ''·(fraction of pairs on the quadratic
+piece)`` is read off each Newton step's windows for free. ``G`` is formed once per fit (one
+``Kᵀ K`` over at most 16384 rows per class, strided), and one generalized eigendecomposition
+``G = (K_RR + δI)^{1/2} Q Λ Qᵀ (K_RR + δI)^{1/2}`` makes ``M(λ, c)⁻¹ = Pᵀ diag(1/(λ + cΛ)) P``
+with ``P = Qᵀ L⁻¹`` available for every λ of a grid and every Newton step at the cost of two
+small products. The trust region is then ``||s||_M``. Measured (m = 5000, ρ = 2 %, 16-λ grid,
+float64): 60 Newton / 127 CG steps against 112 / 1433 with ``M = K_RR + δI``
+(``"cholesky"``: the RKHS norm, eigenvalues of ``M⁻¹H`` bounded below by λ but spread by the
+data term) — the smallest λ, which dominated, now needs 6 / 24 instead of 24 / 504. The paper's
+diagonal preconditioner (seed 000, footnote 2) is ``"jacobi"``; ``"none"`` turns it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrank import _buckets, _cache
+from jaxrank import kernels as _kernels
+from jaxrank._hostblas import one_blas_thread as _one_blas_thread
+from jaxrank._validation import (
+    check_lam_dtype,
+    check_positive,
+)
+from jaxrank.losses import get_loss
+from jaxrank.model import ConvergenceWarning, RankModel
+from jaxrank.objective import (
+    moment_gram,
+    objective_closures,
+    pair_curvature,
+)
+from jaxrank.solver import SolverInfo, Status, trust_ncg, trust_ncg_grid
+
+_HI = jax.lax.Precision.HIGHEST
+_mm = functools.partial(jnp.matmul, precision=_HI)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Biclass:
+    """Row layout [positives; negatives; padding] of the biclass objective.
+
+    A layout gives the solver ``closures`` and, for the spectral preconditioner, the row
+    ``groups``, the group ``pairs`` the loss compares, and the mean ``curvature`` of a step.
+
+    A pytree: the class counts ``n_pos``, ``n_neg`` are its leaves (dynamic: traced inside the
+    solver, so one compiled program serves every count), the rows each class occupies,
+    ``size_pos`` ≥ ``n_pos`` and ``size_neg`` ≥ ``n_neg``, are static (shape buckets; the
+    counts themselves when not given).
+    """
+
+    n_pos: Any
+    n_neg: Any
+    size_pos: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    size_neg: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    #: 1/(m+ m−), formed on the host in float64 (traced, it would be formed in the fit's dtype)
+    inv_pairs: Any = None
+
+    def __post_init__(self):
+        if self.inv_pairs is None:
+            object.__setattr__(self, "inv_pairs", 1.0 / (int(self.n_pos) * int(self.n_neg)))
+        if self.size_pos is None:
+            object.__setattr__(self, "size_pos", int(self.n_pos))
+        if self.size_neg is None:
+            object.__setattr__(self, "size_neg", int(self.n_neg))
+
+    @property
+    def groups(self) -> tuple[int, ...]:
+        return (self.n_pos, self.n_neg)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return (self.size_pos, self.size_neg)
+
+    def padded(self, sizes) -> Biclass:
+        """This layout with the classes padded to ``sizes`` rows."""
+        return Biclass(self.n_pos, self.n_neg, *(int(v) for v in sizes), self.inv_pairs)
+
+    pairs = ((0, 1),)
+
+    def closures(self, K, Krr, lam, loss, block, jacobi):
+        return objective_closures(K, Krr, lam, loss, self.n_pos, self.n_neg, block, jacobi,
+                                  sizes=self.sizes, inv_pairs=self.inv_pairs)  # fmt: skip
+
+    def curvature(self, lin, loss):
+        return pair_curvature(lin[0], loss, 1 / jnp.asarray(self.inv_pairs, lin[0].sp.dtype))
+
+
+@functools.partial(
+    jax.jit, static_argnames=("block", "path", "chains", "precondition", "stages")
+)  # fmt: skip
+def solve(K, Krr, chol, lams, beta0, loss, tol, floor, *, layout, block, max_iter, max_cg,
+           path, chains, precondition, stages=None):  # fmt: skip
+    """The λ-grid solver shared by every R-subset objective; ``layout.closures`` gives
+    ``(fun, hvp)`` for one λ (biclass here, multi-level in :mod:`jaxrank.multilevel`).
+    ``stages``: batch sizes of the batched path (:func:`~jaxrank.solver.trust_ncg_grid`).
+
+    ``layout`` is a pytree (its counts are traced, its padded sizes static), and λ, ``tol``,
+    ``floor``, ``max_iter`` and ``max_cg`` are dynamic: one compiled program per shape bucket
+    and option set serves them all."""
+
+    def make(lam):
+        fun, hvp = layout.closures(K, Krr, lam, loss, block, precondition == "jacobi")
+        if precondition == "cholesky":
+            # M⁻¹ r = L⁻ᵀ (L⁻¹ r) with the explicit inverse factor: two small matrix products,
+            # which batch over a λ grid (a vmapped triangular solve is ~100x slower on CPU).
+            precond = lambda lin, r: _mm(_mm(chol, r), chol)
+        elif precondition == "spectral":
+            P, ev = chol
+            # M(λ, c)⁻¹ r = Pᵀ diag(1/(λ + cΛ)) P r, c from this Newton step's windows
+            precond = lambda lin, r: _mm(_mm(P, r) / (lam + layout.curvature(lin, loss) * ev), P)
+        elif precondition == "jacobi":
+            precond = lambda lin, r: r / lin[1]
+        else:
+            precond = None
+        return fun, hvp, precond
+
+    opts = dict(tol=tol, floor=floor, max_iter=max_iter, max_cg=max_cg)
+    if path == "batch":
+        return trust_ncg_grid(make, lams, beta0, stages=stages, **opts)
+
+    # Warm path: λ sorted from large to small, cut into steps of `chains` consecutive values;
+    # the members of a step are solved batched (similar λ, so similar iteration counts) and
+    # each starts from the solution of the member `chains` places before it.
+    def single(lam, b0):
+        fun, hvp, precond = make(lam)
+        return trust_ncg(fun, hvp, b0, precond=precond, **opts)
+
+    def step(b, lam_row):
+        if chains == 1:
+            beta, info = single(lam_row, b)
+        else:
+            beta, info = trust_ncg_grid(make, lam_row, b, **opts)
+        return beta, (beta, info)
+
+    rows = lams.reshape(-1, chains) if chains > 1 else lams
+    start = beta0[:chains] if chains > 1 else beta0[0]
+    _, (betas, infos) = jax.lax.scan(step, start, rows)
+    flat = lambda a: a.reshape(-1, *a.shape[2:]) if chains > 1 else a
+    return flat(betas), jax.tree.map(flat, infos)
+
+
+#: Smallest kernel block (bytes) for which a batched grid shrinks its batch as λ converge.
+STAGED_MIN_BYTES = 2**26
+
+#: Below this kernel block size (bytes) a batched solve pads its λ count to at least
+#: :data:`SHARED_GRID_LAMS`, so a single λ and every grid up to 16 values run one compiled
+#: solver. Measured (16 copies of one λ against one, m = 1000, |R| = 100, float32, 2 cores):
+#: 29 ms against 22 ms per fit, next to 3-5 s for compiling a second solver; at m = 4000
+#: (|R| = 400, a 7 MB block) it was 1.2 s against 0.4 s, hence the limit.
+SHARED_GRID_MAX_BYTES = 2**21
+SHARED_GRID_LAMS = 16
+
+
+def grid_stages(L: int, block_bytes: int) -> tuple[int, ...] | None:
+    """Batch sizes for a batched λ grid of ``L`` values (:func:`~jaxrank.solver.trust_ncg_grid`).
+
+    Shrinking the batch pays where a step's products dominate, i.e. a large kernel block; each
+    stage compiles its own copy of the solver loop, so small problems (compile-bound) keep one.
+    Sizes fall by 4x down to 2-7 columns: measured at m = 10⁵, |R| = 1000 (16 λ, float32, 2
+    CPU cores) the solve took 7.3 s in one stage, 6.2 s in (16, 4), 6.3 s in (16, 4, 1) and
+    5.8 s in (16, 8, 4, 2, 1), the last with 9 s more compilation.
+    """
+    if L < 8 or block_bytes < STAGED_MIN_BYTES:
+        return None
+    sizes = [L]
+    while sizes[-1] >= 8:
+        sizes.append(sizes[-1] // 4)
+    return tuple(sizes)
+
+
+def choose_dtype(X: np.ndarray, dtype) -> np.dtype:
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype == np.float64 and not jax.config.jax_enable_x64:
+            raise ValueError(
+                "dtype=float64 needs x64: call jax.config.update('jax_enable_x64', True) first."
+            )
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype}.")
+        return dtype
+    if X.dtype == np.float64 and jax.config.jax_enable_x64:
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+@_one_blas_thread()
+def spectral_precond(Krr, G: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(P, Λ)`` with ``M(λ, c)⁻¹ = Pᵀ diag(1/(λ + cΛ)) P`` for ``M = λ(K_RR + δI) + cG``.
+
+    ``L Lᵀ = K_RR + δI`` and ``L⁻¹ G L⁻ᵀ = Q Λ Qᵀ`` give ``M = L Q (λI + cΛ) Qᵀ Lᵀ`` and
+    ``P = Qᵀ L⁻¹``. Computed on the host in float64 (one Cholesky and one symmetric eigensolve,
+    O(|R|³) once per fit), the jitter δ as in :func:`cholesky_precond`; ``None`` if no jitter
+    makes ``K_RR`` factorisable. Host arrays in ``Krr``'s dtype.
+    """
+    dt = np.dtype(Krr.dtype)
+    A = np.asarray(Krr, np.float64)
+    n = A.shape[0]
+    scale = float(np.mean(np.diag(A)))
+    scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+    jitter = (1e-8 if dt == jnp.float64 else 1e-4) * scale
+    eye = np.eye(n)
+    if not np.all(np.isfinite(G)):
+        return None
+    for _ in range(6):
+        try:
+            L = np.linalg.cholesky(A + jitter * eye)
+        except np.linalg.LinAlgError:
+            jitter *= 100
+            continue
+        Li = np.linalg.solve(L, eye)
+        C = Li @ G @ Li.T
+        ev, Q = np.linalg.eigh(0.5 * (C + C.T))
+        P = Q.T @ Li
+        if np.all(np.isfinite(P)) and np.all(np.isfinite(ev)):
+            return P.astype(dt), np.maximum(ev, 0.0).astype(dt)
+        jitter *= 100
+    return None
+
+
+#: Largest basis whose Gram matrix :func:`psd_gram` checks (one host float64 Cholesky,
+#: ≈ 1 s at 4096 on 2 cores); a larger ``K_RR`` is used as computed.
+PSD_CHECK_MAX_BASIS = 4096
+
+
+def psd_gram(Krr: jax.Array) -> jax.Array:
+    """``K_RR + δI`` with the smallest ``δ ∈ {0, ε·n·s, 10·ε·n·s, …}`` that makes it positive
+    definite (``ε`` the dtype's machine epsilon, ``n = |R|``, ``s`` the mean diagonal).
+
+    The regulariser ``λ/2 βᵀ K_RR β`` of seed 000 eq. (11) is convex only if ``K_RR`` is positive
+    semi-definite. A Gram matrix is, in exact arithmetic; computed in float32 its rounding error
+    can leave eigenvalues of ``−10⁻⁶`` (seen on KEEL page-blocks0, whose standardised features
+    reach 39σ), and then the objective is unbounded below along those eigenvectors: the
+    trust-region solver follows the negative curvature and ``β`` diverges. The shift is 0 when
+    ``K_RR`` factorises as computed, ``≈ 10⁻¹³`` for a numerically singular float64 ``K_RR`` (far
+    below any tolerance) and ``≈ 5·10⁻⁵`` in the float32 case above. Checked (one float64
+    Cholesky on the host) up to ``PSD_CHECK_MAX_BASIS`` rows.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.fit import psd_gram
+      >>> K = jnp.asarray([[1.0, 1.0], [1.0, 1.0 - 1e-3]])  # rounding made it indefinite
+      >>> bool(jnp.all(jnp.linalg.eigvalsh(psd_gram(K)) > 0))
+      True
+    """
+    shift = _psd_jitter(np.asarray(Krr))
+    if shift == 0.0:
+        return Krr
+    return Krr + jnp.asarray(shift, Krr.dtype) * jnp.eye(Krr.shape[0], dtype=Krr.dtype)
+
+
+@_one_blas_thread()
+def _psd_jitter(Krr: np.ndarray) -> float:
+    """The shift δ of :func:`psd_gram` for a host array (0.0 when none is needed or found)."""
+    n = Krr.shape[0]
+    if n == 0 or n > PSD_CHECK_MAX_BASIS:
+        return 0.0
+    A = np.asarray(Krr, np.float64)
+    if not np.all(np.isfinite(A)):
+        return 0.0
+    scale = float(np.mean(np.diag(A)))
+    step = float(np.finfo(Krr.dtype).eps) * n * (scale if scale > 0 else 1.0)
+    for k in range(-1, 12):
+        shift = 0.0 if k < 0 else step * 10.0**k
+        try:
+            np.linalg.cholesky(A + shift * np.eye(n))
+        except np.linalg.LinAlgError:
+            continue
+        return shift
+    return 0.0
+
+
+def _psd_shift(Krr: np.ndarray) -> np.ndarray:
+    """:func:`psd_gram` on the host: ``Krr + δI`` in ``Krr``'s dtype."""
+    shift = _psd_jitter(Krr)
+    if shift == 0.0:
+        return Krr
+    return Krr + np.asarray(shift, Krr.dtype) * np.eye(Krr.shape[0], dtype=Krr.dtype)
+
+
+#: Largest basis for which ``precondition="auto"`` picks the spectral preconditioner: its
+#: O(|R|³) float64 eigensolve on the host (≈ 0.5 s at 1000, 4 s at 2048 on 2 cores) must stay
+#: small against the fit.
+SPECTRAL_MAX_BASIS = 2048
+
+
+def resolve_precondition(precondition: str, layout, n_basis: int, streamed: bool = False) -> str:
+    """``"auto"`` → ``"spectral"`` when the layout supports it and ``|R| ≤ SPECTRAL_MAX_BASIS``
+    (twice that for a streamed block, whose products cost a kernel evaluation each), else
+    ``"cholesky"``; an explicit ``"spectral"`` on a layout without it is refused."""
+    spectral_ok = hasattr(layout, "curvature") and hasattr(layout, "groups")
+    if precondition == "auto":
+        limit = SPECTRAL_MAX_BASIS * (2 if streamed else 1)
+        return "spectral" if spectral_ok and n_basis <= limit else "cholesky"
+    if precondition == "spectral" and not spectral_ok:
+        raise ValueError("precondition='spectral' is not available for this objective.")
+    return precondition
+
+
+@_one_blas_thread()
+def cholesky_precond(Krr) -> jax.Array | None:
+    """``L⁻¹`` with ``L Lᵀ = K_RR + δI``, or ``None`` if no jitter makes it finite.
+
+    On the host, in ``Krr``'s dtype (numpy's LAPACK: no device program per basis size)."""
+    # Jitter relative to the mean diagonal; grown until the factor is finite (near-duplicate
+    # basis rows make K_RR numerically singular, most of all in float32).
+    A = np.asarray(Krr)
+    dt = A.dtype
+    n = A.shape[0]
+    scale = float(np.mean(np.diag(A).astype(np.float64)))
+    scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+    jitter = (1e-8 if dt == np.float64 else 1e-4) * scale
+    eye = np.eye(n, dtype=dt)
+    for _ in range(6):
+        try:
+            chol = np.linalg.cholesky(A + np.asarray(jitter, dt) * eye)
+        except np.linalg.LinAlgError:
+            chol = None
+        if chol is not None and np.all(np.isfinite(chol)):
+            inv = np.linalg.solve(chol, eye)
+            if np.all(np.isfinite(inv)):
+                return _buckets.put(inv, dt)
+        jitter *= 100
+    return None
+
+
+def check_max_kernel_bytes(max_kernel_bytes, memory_budget) -> int:
+    """The largest kernel block a fit stores (``None``: the memory budget); beyond it the block
+    is streamed (:class:`~jaxrank.kernels.StreamedBlock`)."""
+    if max_kernel_bytes is None:
+        return _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
+    if isinstance(max_kernel_bytes, bool) or int(max_kernel_bytes) != max_kernel_bytes:
+        raise ValueError(f"max_kernel_bytes must be an integer, got {max_kernel_bytes!r}.")
+    if max_kernel_bytes < 0:
+        raise ValueError(f"max_kernel_bytes must be >= 0, got {max_kernel_bytes!r}.")
+    return int(max_kernel_bytes)
+
+
+def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter, max_cg) -> float:
+    """Shared checks of the loss and solver options of every fit entry point; returns ``tol``."""
+    if loss == "hinge":
+        raise ValueError("loss='hinge' is not twice differentiable; use 'smoothed_hinge'.")
+    get_loss(loss, check_positive(eps, "eps") if loss == "smoothed_hinge" else eps)
+    tol = check_positive(tol, "tol")
+    if path not in ("batch", "warm"):
+        raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
+    if isinstance(chains, bool) or int(chains) != chains or chains < 1:
+        raise ValueError(f"chains must be a positive integer, got {chains!r}.")
+    if precondition not in ("auto", "spectral", "cholesky", "jacobi", "none"):
+        raise ValueError(
+            "precondition must be 'auto', 'spectral', 'cholesky', 'jacobi' or 'none', "
+            f"got {precondition!r}."
+        )
+    for name, v in (("max_iter", max_iter), ("max_cg", max_cg)):
+        if isinstance(v, bool) or int(v) != v or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+    return tol
+
+
+def fit_rows(
+    X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
+    path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,
+) -> RankModel:  # fmt: skip
+    """The engine behind every fit: kernel block over the reordered rows, solve, model.
+
+    Every size that enters the compiled solver is padded to a shape bucket
+    (:mod:`jaxrank._buckets`), so a new data set of a similar size reuses the compiled program:
+    each row group of the layout (the classes, or the levels) to its bucket, the basis to its
+    bucket (padded basis rows get zero kernel columns, an identity block in ``K_RR`` with no
+    coupling, and keep a zero coefficient), and, for small problems, the λ count to a power of
+    two (extra members repeat a real λ and are dropped). The host-side preparation (row order,
+    ``K_RR``'s positive-definiteness shift, preconditioners) runs in numpy on the real sizes,
+    so no small program compiles per size either.
+
+    Args:
+      X: ``(m, d)`` validated rows; ``order``: the row order the ``layout`` expects (the real
+        rows of each group, consecutively);
+      idx: basis row indices into ``X``; ``lams``/``scalar``: from ``check_lam``;
+      layout: a pytree whose ``closures(K, Krr, lam, loss, block, jacobi)`` gives ``(fun, hvp)``
+        for one λ, with host-side ``groups`` (real rows per group), ``sizes`` (rows per group
+        in the block) and ``padded(sizes)`` (the layout with groups padded to ``sizes`` rows;
+        the real counts become traced leaves); the other arguments as in :func:`fit`, already
+        validated. Floors from :func:`jaxrank._buckets.at_least` apply.
+      mesh: ``(mesh, axis)`` from :func:`~jaxrank.kernels.row_mesh`: build the block split by
+        rows over the devices of ``mesh[axis]`` (data-parallel fit); ``None``: one device.
+    """
+    # a long session compiles a program per new bucket: keep the process's mappings bounded
+    _cache.bound_compiled_programs()
+    dt = np.dtype(dtype)
+    check_lam_dtype(lams, dt)  # before any allocation: λ this dtype cannot solve
+    lossfn = get_loss(loss, eps)
+    nb = idx.size
+    m, d = X.shape
+    counts = [int(c) for c in layout.groups]
+    floors = _buckets.floors()
+    sizes = [_buckets.bucket(c) for c in counts]
+    if floors.get("groups") is not None and len(floors["groups"]) == len(sizes):
+        sizes = [max(a, int(b)) for a, b in zip(sizes, floors["groups"], strict=True)]
+    layout = layout.padded(sizes)
+    sizes = [int(v) for v in layout.sizes]  # a layout may keep its exact sizes
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    m_rows = int(sum(sizes))
+    nb_pad = max(_buckets.bucket(nb), int(floors.get("basis") or 0))
+    block = _kernels.product_block(m_rows)
+    rows, n_chunks = _kernels.chunk_rows(m_rows, nb_pad, dt.itemsize, block)
+    small = 2 * nb_pad * nb_pad * dt.itemsize  # K_RR and the preconditioner
+    block_bytes = rows * n_chunks * nb_pad * dt.itemsize
+    limit = check_max_kernel_bytes(max_kernel_bytes, memory_budget)
+    n_dev = 1 if mesh is None else mesh[0].shape[mesh[1]]
+    streamed = block_bytes / n_dev > limit
+    if streamed and mesh is not None:
+        raise ValueError(
+            "a kernel block split over devices must fit their memory: the block per device "
+            f"({block_bytes / n_dev / 2**30:.2f} GiB) exceeds max_kernel_bytes."
+        )
+    if streamed:
+        if precondition == "jacobi":
+            raise ValueError(
+                "precondition='jacobi' needs the stored kernel block; the block "
+                f"({block_bytes / 2**30:.2f} GiB) exceeds max_kernel_bytes: use 'auto'."
+            )
+        # rows, a few chunks of kernel temporaries and (spectral) the strided moment rows
+        need = rows * n_chunks * d * dt.itemsize + small + 4 * rows * nb_pad * dt.itemsize
+        _kernels.check_memory(need, memory_budget, f"the streamed kernel block ({m} x {nb})")
+    else:
+        _kernels.check_memory(
+            block_bytes // n_dev + small, memory_budget, f"the kernel block ({m} x {nb})"
+        )
+
+    # Rows [group 0 (real, then padding up to its size); group 1; ...; padding], and the basis
+    # [real rows; padding], built on the host (no per-size device programs). Padding rows are
+    # copies of a real row, not zeros: the Gaussian kernel centres on the mean basis row, which
+    # zero rows would pull away from data far from the origin (cancellation at X + 1e8).
+    Xn = np.asarray(X, dt)
+    order = np.asarray(order)
+    slots = np.concatenate(
+        [s0 + np.arange(c, dtype=np.int64) for s0, c in zip(starts, counts, strict=True)]
+    )
+    Xo = np.empty((m_rows if mesh is not None else rows * n_chunks, d), dt)
+    Xo[:] = Xn[order[0]]
+    Xo[slots] = Xn[order]
+    Bn = Xn[idx]
+    Bp = np.empty((nb_pad, d), dt)
+    Bp[:] = Bn[0]
+    Bp[:nb] = Bn
+    if streamed:
+        K = _kernels.streamed_block(kernel, Xo, Bp, multiple=block, n_basis=nb)
+    elif mesh is not None:
+        K = _kernels.sharded_block(kernel, Xo, Bp, *mesh, multiple=block, n_basis=nb)
+    else:
+        K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
+    del Xo
+    L = lams.size
+    chains = 1 if path == "batch" else min(int(chains), L)
+    # λ count bucket: only where compilation dominates (a large block runs its exact grid; its
+    # staged solver would spend real work on the repeated members)
+    L_pad = L
+    if block_bytes < STAGED_MIN_BYTES:
+        L_pad = max(_buckets.bucket_lams(L), int(floors.get("lams") or 0))
+        if path == "batch" and block_bytes < SHARED_GRID_MAX_BYTES and _buckets.enabled():
+            L_pad = max(L_pad, SHARED_GRID_LAMS)  # one program for a single λ and grids
+    L_pad = -(-L_pad // chains) * chains
+    if (
+        not streamed
+        and mesh is None
+        and keep_transpose(
+            K, L_pad if path == "batch" else chains, block_bytes, limit, memory_budget
+        )
+    ):
+        K = _kernels.dual_block(K)
+    # K_RR of the real basis, made positive definite on the host (psd_gram), then padded with
+    # an identity block (scaled to the mean diagonal) and no coupling
+    Krr_n = np.asarray(gram(kernel, _buckets.put(Bp)), dt)[:nb, :nb]
+    Krr_n = _psd_shift(Krr_n)
+    diag_scale = float(np.mean(np.diag(Krr_n).astype(np.float64)))
+    diag_scale = diag_scale if math.isfinite(diag_scale) and diag_scale > 0 else 1.0
+    Krr = _buckets.put(pad_square(Krr_n, nb_pad, diag_scale))
+    precondition = resolve_precondition(precondition, layout, nb, streamed=streamed)
+    chol = None
+    if precondition == "spectral":
+        G = moment_gram(K, counts, layout.pairs, starts=starts)[:nb, :nb]
+        spec = spectral_precond(Krr_n, G)
+        if spec is not None:
+            Pm, ev = spec
+            chol = (_buckets.put(pad_square(Pm, nb_pad, 1.0)),
+                    _buckets.put(np.pad(ev, (0, nb_pad - nb))))  # fmt: skip
+    elif precondition == "cholesky":
+        inv = cholesky_precond(Krr_n)
+        if inv is not None:
+            # the inverse factor of the padded K_RR + δI: block-diagonal, 1/√(s + δ) on the pad
+            chol = _buckets.put(pad_square(np.asarray(inv), nb_pad, 1 / math.sqrt(diag_scale)))
+    # The gradient is a difference of two sums over m rows (positives pull, negatives push)
+    # that cancel at the optimum; with the two-level product their rounding error is about
+    # eps·(√block + √(m/block))·max|k|: the smallest gradient this dtype resolves (≈ 2e-6 in
+    # float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, DESIGN §5).
+    kmax = float(np.max(np.abs(np.diag(Krr_n))))
+    depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)
+    floor = float(np.finfo(dt).eps) * depth * max(kmax, 1.0)
+
+    if path == "warm":
+        sort = np.argsort(-lams, kind="stable")
+        # pad with the smallest λ to whole steps of `chains` (and the bucket); each copy starts
+        # at that λ's solution, so it costs one evaluation; the copies are dropped below
+        sort = np.concatenate([sort, np.full(L_pad - L, sort[-1])])
+    else:
+        # pad with the largest λ (the first to converge); dropped below
+        sort = np.concatenate([np.arange(L), np.full(L_pad - L, int(np.argmax(lams)))])
+    beta0 = np.zeros((sort.size, nb_pad), dt)
+    if init is not None:
+        init = np.asarray(init, dt)
+        if init.shape not in ((nb,), (L, nb)):
+            raise ValueError(f"init must have shape ({nb},) or ({L}, {nb}), got {init.shape}.")
+        beta0[:, :nb] = init[sort] if init.ndim == 2 else init
+    if chol is None and precondition in ("cholesky", "spectral"):
+        precondition = "none"  # no jitter made K_RR factorisable
+    put = _buckets.put
+    betas, info = solve(
+        K, Krr, chol if chol is not None else Krr, put(lams[sort], dt), put(beta0),
+        jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(floor, dt),
+        layout=layout, block=block,
+        max_iter=int(max_iter), max_cg=int(max_cg), path=path, chains=chains,
+        precondition=precondition,
+        stages=grid_stages(L_pad, block_bytes) if path == "batch" else None,
+    )  # fmt: skip
+    # back on the host: the real λ in their order, the real basis columns
+    unsort = np.argsort(sort[:L])
+    betas = np.asarray(betas)[unsort, :nb]
+    info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
+    warn_status(info, lams, tol, floor)
+
+    if scalar:
+        betas = betas[0]
+        info = jax.tree.map(lambda a: a[0], info)
+    return RankModel(
+        basis=put(Bn),
+        coef=put(betas),
+        lam=put(lams[0] if scalar else lams, dt),
+        kernel=kernel,
+        info=jax.tree.map(put, info),
+        basis_index=put(idx, np.int32),
+        loss=loss,
+        eps=float(eps),
+    )
+
+
+@jax.jit
+def gram(kernel, B):
+    return kernel(B, B)
+
+
+def pad_square(A: np.ndarray, n: int, diag: float) -> np.ndarray:
+    """``[[A, 0], [0, diag·I]]`` of size ``n`` (the basis padded to its bucket)."""
+    k = A.shape[0]
+    if k == n:
+        return A
+    out = np.zeros((n, n), A.dtype)
+    out[:k, :k] = A
+    out[np.arange(k, n), np.arange(k, n)] = diag
+    return out
+
+
+#: Fewest λ columns per batched product for which a fit keeps ``Kᵀ`` too (:func:`keep_transpose`).
+DUAL_MIN_COLUMNS = 4
+
+
+def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget) -> bool:
+    """Whether a fit keeps the block in both layouts (:class:`~jaxrank.kernels.DualBlock`).
+
+    Only where it pays and fits: a batched solve with at least :data:`DUAL_MIN_COLUMNS` λ
+    columns per product, on CPU (GPU matrix-multiply libraries run ``G @ K`` at the speed of
+    ``K @ V``), and with both copies within ``max_kernel_bytes`` and the memory budget.
+    """
+    if columns < DUAL_MIN_COLUMNS:
+        return False
+    if any(d.platform != "cpu" for d in K.devices()):
+        return False
+    budget = _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
+    return 2 * block_bytes <= min(limit, budget)
+
+
+def warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:
+    # Every status but CONVERGED warns: reaching the dtype's gradient floor is CONVERGED
+    # (jaxrank.solver, "Stopping and rounding"), so PRECISION is a stall above it.
+    status = np.asarray(info.status)
+    bad = np.flatnonzero(status != Status.CONVERGED)
+    if bad.size == 0:
+        return
+    parts = []
+    for i in bad[:6]:
+        parts.append(
+            f"λ={lams[i]:.3g}: {Status(int(status[i])).name} after "
+            f"{int(np.asarray(info.iterations)[i])} iterations, "
+            f"||grad||_∞={float(np.asarray(info.grad_norm)[i]):.2e}"
+        )
+    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
+    warnings.warn(
+        f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
+        f"dtype's gradient floor) for {bad.size} of {status.size} λ value(s): "
+        + "; ".join(parts)
+        + more
+        + ". PRECISION means neither the objective nor the gradient decreases measurably in "
+        "this dtype (try dtype=float64); MAX_ITER: raise max_iter; NONFINITE: check the data "
+        "and λ.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,90 @@
+"""Explicit-key random draws on the host: the key rule and fixed-block draw streams.
+
+Shared by the data generators (:mod:`jaxrank.datasets`) and the multi-level data
+(:mod:`jaxrank.multilevel`): every draw comes from a ``jax.random.key`` (or an integer seed,
+never both), in fixed-size blocks so one compiled kernel per draw kind serves every size.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrank._validation import check_int
+
+__all__ = ["random_permutation", "resolve_key", "standard_normal", "uniform01"]
+
+
+def resolve_key(key, seed) -> jax.Array:
+    """Return a PRNG key from exactly one of ``key`` / ``seed``."""
+    if key is None and seed is None:
+        raise ValueError(
+            "randomness is explicit in jaxrank: pass key=jax.random.key(...) or an integer seed=."
+        )
+    if key is not None and seed is not None:
+        raise ValueError("pass exactly one of key= and seed=, not both.")
+    if seed is not None:
+        return jax.random.key(check_int(seed, "seed", -(2**63)))
+    if isinstance(key, int | np.integer):
+        raise ValueError(
+            f"key must be a jax.random.key, got the integer {key!r}; pass seed={key!r} instead."
+        )
+    if not isinstance(key, jax.Array):
+        raise ValueError(f"key must be a jax.random.key, got {type(key).__name__}.")
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}.")
+        return key
+    if key.shape == (2,) and key.dtype == jnp.uint32:  # legacy jax.random.PRNGKey
+        return jax.random.wrap_key_data(key)
+    raise ValueError(
+        f"key must be a jax.random.key, got an array of dtype {key.dtype} and shape {key.shape}."
+    )
+
+
+_BLOCK = 1 << 16
+"""Values per ``jax.random`` call in the draw streams below."""
+
+
+@jax.jit
+def _uniform_block(key: jax.Array, block: jax.Array) -> jax.Array:
+    return jax.random.uniform(jax.random.fold_in(key, block), (_BLOCK,), dtype=jnp.float32)
+
+
+@jax.jit
+def _normal_block(key: jax.Array, block: jax.Array) -> jax.Array:
+    return jax.random.normal(jax.random.fold_in(key, block), (_BLOCK,), dtype=jnp.float32)
+
+
+@jax.jit
+def _bits_block(key: jax.Array, block: jax.Array) -> jax.Array:
+    return jax.random.bits(jax.random.fold_in(key, block), (_BLOCK,), dtype=jnp.uint32)
+
+
+def _stream(block_fn, key: jax.Array, n: int, dtype) -> np.ndarray:
+    """The first ``n`` values of the stream ``block_fn(key, 0), block_fn(key, 1), ...``.
+
+    Fixed-size blocks keep one compiled kernel per draw kind for every ``n`` (a new shape would
+    cost a fresh XLA compile, ~0.2 s on CPU, per call with a new ``m`` or ``d``).
+    """
+    n_blocks = max(1, -(-n // _BLOCK))
+    parts = [np.asarray(block_fn(key, np.uint32(b))) for b in range(n_blocks)]
+    return np.concatenate(parts)[:n].astype(dtype)
+
+
+def uniform01(key: jax.Array, n: int) -> np.ndarray:
+    """``n`` iid uniform [0, 1) values drawn in float32 with ``jax.random``, as float64 numpy."""
+    return _stream(_uniform_block, key, n, np.float64)
+
+
+def standard_normal(key: jax.Array, n: int) -> np.ndarray:
+    """``n`` iid standard normal values drawn in float32 with ``jax.random``, as float64 numpy."""
+    return _stream(_normal_block, key, n, np.float64)
+
+
+def random_permutation(key: jax.Array, n: int) -> np.ndarray:
+    """Uniform random permutation of ``range(n)``: a stable argsort of 64 random bits per item."""
+    bits = _stream(_bits_block, key, 2 * n, np.uint32)
+    sort_key = (bits[:n].astype(np.uint64) << np.uint64(32)) | bits[n:].astype(np.uint64)
+    return np.argsort(sort_key, kind="stable")

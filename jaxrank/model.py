@@ -1,0 +1,128 @@
+"""The fitted kernel ranker :class:`RankModel` and its file format entry.
+
+``f(x) = Σ_r coef_r k(basis_r, x)``, one coefficient vector per λ of a grid; it is registered
+with :mod:`jaxrank.io` (``save``/``load``) here, as every other model type registers itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrank import io
+from jaxrank import kernels as _kernels
+from jaxrank._validation import check_cast, check_X
+from jaxrank.solver import SolverInfo
+
+__all__ = ["ConvergenceWarning", "RankModel", "rank_model_from_arrays", "rank_model_to_arrays"]
+
+
+class ConvergenceWarning(UserWarning):
+    """The solver stopped before reaching the gradient tolerance for some λ."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RankModel:
+    """A fitted kernel ranker ``f(x) = Σ_r coef_r k(basis_r, x)`` (one per λ of a grid).
+
+    Attributes:
+      basis: ``(n_basis, d)`` basis rows ``x_r``.
+      coef: ``(n_basis,)`` for a scalar λ, ``(L, n_basis)`` for a grid of L values.
+      lam: ``()`` or ``(L,)``.
+      kernel: the resolved kernel (e.g. ``model.kernel.sigma2``).
+      info: :class:`~jaxrank.solver.SolverInfo`, each field ``()`` or ``(L,)``.
+      basis_index: ``(n_basis,)`` rows of the training ``X`` used as basis.
+      loss: name of the loss (static).
+      eps: ε of the smoothed hinge.
+    """
+
+    basis: jax.Array
+    coef: jax.Array
+    lam: jax.Array
+    kernel: Any
+    info: SolverInfo
+    basis_index: jax.Array
+    loss: str = dataclasses.field(default="smoothed_hinge", metadata=dict(static=True))
+    eps: Any = 0.5
+
+    @property
+    def n_basis(self) -> int:
+        return int(self.basis.shape[0])
+
+    def decision_function(self, X) -> jax.Array:
+        """Scores ``f(x) = Σ_r coef_r k(basis_r, x)``, streamed over row chunks of ``X``.
+
+        Args:
+          X: ``(n, d)`` rows.
+
+        Returns:
+          ``(n,)`` for a scalar λ, ``(L, n)`` for a grid.
+        """
+        X = check_X(X)
+        if X.shape[1] != self.basis.shape[1]:
+            raise ValueError(
+                f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
+            )
+        check_cast(X, self.basis.dtype)
+        X = np.asarray(X, self.basis.dtype)  # on the host: padded to a bucket there
+        return _kernels.stream_matvec(self.kernel, X, self.basis, self.coef)
+
+    def select(self, i: int) -> RankModel:
+        """The model of the ``i``-th λ of a grid, as a scalar-λ model."""
+        if self.coef.ndim == 1:
+            raise ValueError("select() needs a model fitted on a λ grid.")
+        i = operator.index(i)
+        n = self.coef.shape[0]
+        if not -n <= i < n:
+            raise IndexError(f"λ index {i} out of range for a grid of {n} values.")
+        return dataclasses.replace(
+            self,
+            coef=self.coef[i],
+            lam=self.lam[i],
+            info=jax.tree.map(lambda a: a[i], self.info),
+        )
+
+    def save(self, path) -> None:
+        """Write the model to ``path`` as a checksummed ``.npz`` (:func:`jaxrank.io.save`)."""
+        io.save(self, path)
+
+
+def rank_model_to_arrays(model: RankModel) -> dict[str, Any]:
+    """The fields :func:`jaxrank.io.save` writes for a :class:`RankModel`."""
+    fields = {
+        "basis": model.basis,
+        "coef": model.coef,
+        "lam": model.lam,
+        "basis_index": model.basis_index,
+        "kernel": model.kernel,
+        "loss": model.loss,
+        "eps": model.eps,
+    }
+    for f in SolverInfo._fields:
+        fields[f"info.{f}"] = getattr(model.info, f)
+    return fields
+
+
+def rank_model_from_arrays(fields: dict[str, Any]) -> RankModel:
+    """The :class:`RankModel` of fields read by :func:`jaxrank.io.load`, checked."""
+    info = SolverInfo(**{f: fields[f"info.{f}"] for f in SolverInfo._fields})
+    model = RankModel(
+        basis=fields["basis"],
+        coef=fields["coef"],
+        lam=fields["lam"],
+        kernel=fields["kernel"],
+        info=info,
+        basis_index=fields["basis_index"],
+        loss=fields["loss"],
+        eps=fields["eps"],
+    )
+    io.check_fitted_fields(model, type(model).__name__)
+    return model
+
+
+io.register_model("RankModel", RankModel, rank_model_to_arrays, rank_model_from_arrays)

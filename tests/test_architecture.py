@@ -1,0 +1,105 @@
+"""The package's module order (``docs/architecture.md``), read from the code's own imports.
+
+Every module of ``jaxrank/`` imports only modules below it: the import graph has no cycle, no
+module uses another module's private (``_``-prefixed) names, and the layer table of
+``docs/architecture.md`` lists every module above everything it imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "jaxrank"
+DOC = ROOT / "docs" / "architecture.md"
+MODULES = sorted(p.stem for p in PKG.glob("*.py"))
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _imports(module: str) -> tuple[set[str], list[str]]:
+    """``(modules imported, private names used from other modules)`` of ``jaxrank/<module>.py``,
+    deferred imports inside functions included."""
+    tree = ast.parse((PKG / f"{module}.py").read_text(encoding="utf-8"))
+    deps, private, aliases = set(), [], {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "jaxrank"
+        ):
+            parts = node.module.split(".")
+            if len(parts) == 1:  # from jaxrank import kernels as _kernels
+                for a in node.names:
+                    if a.name in MODULES:
+                        deps.add(a.name)
+                        aliases[a.asname or a.name] = a.name
+            else:  # from jaxrank.fit import fit_rows
+                deps.add(parts[1])
+                private += [f"{parts[1]}.{a.name}" for a in node.names if _is_private(a.name)]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "jaxrank" and len(parts) > 1:
+                    deps.add(parts[1])
+    for node in ast.walk(tree):  # kernels._sq_dist through an imported module's alias
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and _is_private(node.attr)):  # fmt: skip
+            private.append(f"{aliases[node.value.id]}.{node.attr}")
+    deps.discard(module)
+    return deps, [p for p in private if not p.startswith(f"{module}.")]
+
+
+GRAPH = {m: _imports(m)[0] for m in MODULES}
+
+
+def test_no_import_cycle():
+    done, active = set(), []
+
+    def visit(m):
+        if m in active:
+            cycle = [*active[active.index(m) :], m]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        if m in done:
+            return
+        active.append(m)
+        for d in sorted(GRAPH.get(m, ())):
+            if d in GRAPH and d != "__init__":
+                visit(d)
+        active.pop()
+        done.add(m)
+
+    for m in MODULES:
+        visit(m)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_private_name_of_another_module(module):
+    assert _imports(module)[1] == []
+
+
+def test_detects_cycles_and_private_names(tmp_path, monkeypatch):
+    # the checks above can fail: a private name through an alias is caught
+    src = "from jaxrank import kernels as _k\nx = _k._sq_dist\n"
+    (tmp_path / "probe.py").write_text(src)
+    this = sys.modules[__name__]
+    monkeypatch.setattr(this, "PKG", tmp_path)
+    monkeypatch.setattr(this, "MODULES", ["kernels", "probe"])
+    assert _imports("probe") == ({"kernels"}, ["kernels._sq_dist"])
+
+
+def test_architecture_page_lists_every_module_above_its_imports():
+    rows = re.findall(r"^\| (\d+) \| `([\w]+)` \|", DOC.read_text(encoding="utf-8"), re.M)
+    layer = {name: int(n) for n, name in rows}
+    assert sorted(layer) == MODULES, "docs/architecture.md must list every module once"
+    for m, deps in GRAPH.items():
+        for d in deps:
+            if d in layer and d != "__init__" and m != "__init__":
+                assert layer[d] < layer[m], f"{m} (layer {layer[m]}) imports {d} ({layer[d]})"
