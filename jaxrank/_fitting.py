@@ -102,8 +102,10 @@ class Biclass:
         return (self.size_pos, self.size_neg)
 
     def padded(self, sizes) -> Biclass:
-        """This layout with the classes padded to ``sizes`` rows."""
-        return Biclass(self.n_pos, self.n_neg, *(int(v) for v in sizes), self.inv_pairs)
+        """This layout (or a subclass's, e.g. the push's) with the classes padded to ``sizes``
+        rows."""
+        size_pos, size_neg = (int(v) for v in sizes)
+        return dataclasses.replace(self, size_pos=size_pos, size_neg=size_neg)
 
     pairs = ((0, 1),)
 

@@ -47,7 +47,7 @@ multiplied by zero: it is set to 0 there.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -55,7 +55,7 @@ import numpy as np
 
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
-from jaxrank._fitting import check_solver_options, choose_dtype, fit_rows
+from jaxrank._fitting import Biclass, check_solver_options, choose_dtype, fit_rows
 from jaxrank._validation import check_cast, check_lam, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import PiecewiseQuadratic
@@ -335,7 +335,7 @@ def push_objective_closures(
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class _Push:
+class _Push(Biclass):
     """Row layout [positives; negatives; padding] of the p-norm push objective. Static and
     hashable except for the class counts, which are traced leaves (the shared solver
     :func:`jaxrank._fitting.solve` compiles per padded size), so ``p`` is static here: a new ``p``
@@ -350,31 +350,8 @@ class _Push:
     uses it; at ``p = 1`` it is RankRC's ``2q |Q| / (m+ m−)``.
     """
 
-    n_pos: Any  # real class counts: pytree leaves, traced in the solver
-    n_neg: Any
-    p: float = dataclasses.field(metadata=dict(static=True))
-    size_pos: int | None = dataclasses.field(default=None, metadata=dict(static=True))
-    size_neg: int | None = dataclasses.field(default=None, metadata=dict(static=True))
-
-    def __post_init__(self):
-        if self.size_pos is None:
-            object.__setattr__(self, "size_pos", int(self.n_pos))
-        if self.size_neg is None:
-            object.__setattr__(self, "size_neg", int(self.n_neg))
-
-    @property
-    def groups(self) -> tuple[int, ...]:
-        return (self.n_pos, self.n_neg)
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return (self.size_pos, self.size_neg)
-
-    def padded(self, sizes) -> _Push:
-        """This layout with the classes padded to ``sizes`` rows (shape buckets)."""
-        return _Push(self.n_pos, self.n_neg, self.p, *(int(v) for v in sizes))
-
-    pairs = ((0, 1),)
+    # the counts, the padded sizes and padded() are the biclass layout's
+    p: float = dataclasses.field(default=1.0, metadata=dict(static=True))
 
     def closures(self, K, Krr, lam, loss, block, jacobi):
         if jacobi:
@@ -502,7 +479,7 @@ def fit_push(
     n_pos = int(pos.sum())
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
     model = fit_rows(
-        X, order, idx, lams, scalar, _Push(n_pos, int(pos.size - n_pos), p),
+        X, order, idx, lams, scalar, _Push(n_pos, int(pos.size - n_pos), p=p),
         kernel=_kernels.resolve_kernel(kernel, X), dtype=dt, loss=loss, eps=eps, tol=tol,
         max_iter=max_iter, max_cg=max_cg, path=path, chains=chains, precondition=precondition,
         memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes,
