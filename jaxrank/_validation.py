@@ -377,14 +377,17 @@ def check_real(value, name: str, lo: float, hi: float, *, lo_open: bool, hi_open
     return v
 
 
-def check_int(value, name: str, minimum: int) -> int:
-    """Return ``value`` as an int after checking it is an integer ``>= minimum``."""
+def check_int(value, name: str, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` as an int after checking it is an integer ``>= minimum`` (and
+    ``<= maximum`` when given)."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got {value!r}.")
     try:
         v = operator.index(value)
     except TypeError as err:
         raise ValueError(f"{name} must be an integer, got {value!r}.") from err
+    if maximum is not None and not minimum <= v <= maximum:
+        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {v}.")
     if v < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {v}.")
     return v

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from typing import NamedTuple
 
 import jax
@@ -61,6 +60,7 @@ from jaxrank._fitting import (
 )
 from jaxrank._validation import (
     check_binary_labels,
+    check_int,
     check_key,
     check_lam,
     check_positive,
@@ -348,19 +348,6 @@ def _matvec(K, beta):
     return jnp.matmul(K, beta, precision=_HI)
 
 
-def _check_count(value, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}.")
-    try:
-        v = operator.index(value)
-    except TypeError as err:
-        raise ValueError(f"{name} must be an integer, got {value!r}.") from err
-    if v < lo or (hi is not None and v > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be {'in ' if hi is not None else ''}{rng}, got {v}.")
-    return v
-
-
 def _check_validation(validation, d: int):
     if not isinstance(validation, tuple | list) or len(validation) != 2:
         raise ValueError("validation must be a pair (X_val, y_val).")
@@ -486,9 +473,9 @@ def fit_greedy(
         max_iter=max_iter, max_cg=max_cg,
     )  # fmt: skip
     m = X.shape[0]
-    n_basis = _check_count(n_basis, "n_basis", 1, m)
-    kappa = _check_count(kappa, "kappa", 1)
-    max_newton = _check_count(max_newton, "max_newton", 1)
+    n_basis = check_int(n_basis, "n_basis", 1, m)
+    kappa = check_int(kappa, "kappa", 1)
+    max_newton = check_int(max_newton, "max_newton", 1)
     key = check_key(key)
     sizes = set(retrain_sizes(schedule, n_basis).tolist())
     if validation is not None:
@@ -496,7 +483,7 @@ def fit_greedy(
     if patience is not None:
         if validation is None:
             raise ValueError("patience needs validation=(X_val, y_val) to watch.")
-        patience = _check_count(patience, "patience", 1)
+        patience = check_int(patience, "patience", 1)
     if min_delta != 0:
         min_delta = check_positive(min_delta, "min_delta")
     if grow_lam is None:
