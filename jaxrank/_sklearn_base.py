@@ -74,6 +74,26 @@ def midpoint(sorted_scores: np.ndarray, n_below) -> np.ndarray:
     return np.where(t >= hi, lo, t)
 
 
+def rare_index(pos_label, classes: np.ndarray, counts: np.ndarray) -> int:
+    """The index in ``classes`` of the rare class: ``pos_label``, or the minority class
+    (``1`` on a tie)."""
+    if pos_label is None:
+        return 0 if counts[0] < counts[1] else 1
+    if np.ndim(pos_label) != 0:
+        raise ValueError(f"pos_label must be one label, got {pos_label!r}.")
+    hits = [i for i, c in enumerate(classes) if bool(c == pos_label)]
+    if not hits:
+        raise ValueError(
+            f"pos_label={pos_label!r} is not one of the labels of y {classes.tolist()!r}."
+        )
+    return hits[0]
+
+
+def score_sign(classes, pos_label) -> float:
+    """+1 when the rare class ``pos_label`` is ``classes[1]``, −1 when it is ``classes[0]``."""
+    return 1.0 if classes[1] == pos_label else -1.0
+
+
 class KernelRankerParams(BaseEstimator):
     """The parameters every jaxrank estimator shares (stored as given, as scikit-learn asks)
     and the kernel they name."""
@@ -207,22 +227,10 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
         return self
 
     def _rare_index(self, classes: np.ndarray, counts: np.ndarray) -> int:
-        """The index in ``classes`` of the rare class: ``pos_label``, or the minority class
-        (``1`` on a tie)."""
-        if self.pos_label is None:
-            return 0 if counts[0] < counts[1] else 1
-        if np.ndim(self.pos_label) != 0:
-            raise ValueError(f"pos_label must be one label, got {self.pos_label!r}.")
-        hits = [i for i, c in enumerate(classes) if bool(c == self.pos_label)]
-        if not hits:
-            raise ValueError(
-                f"pos_label={self.pos_label!r} is not one of the labels of y {classes.tolist()!r}."
-            )
-        return hits[0]
+        return rare_index(self.pos_label, classes, counts)
 
     def _sign(self) -> float:
-        """+1 when the rare class is ``classes_[1]``, −1 when it is ``classes_[0]``."""
-        return 1.0 if self.classes_[1] == self.pos_label_ else -1.0
+        return score_sign(self.classes_, self.pos_label_)
 
     def decision_function(self, X) -> np.ndarray:
         """The score of ``classes_[1]``, shifted so that ``predict`` is ``score > 0``.

@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_random_state, validate_data
 
 from jaxrank import _cv
 from jaxrank import kernels as _kernels
-from jaxrank._sklearn_base import RankClassifier, midpoint, rank_scores
+from jaxrank._sklearn_base import RankClassifier, midpoint, rank_scores, rare_index, score_sign
 from jaxrank._validation import check_lam
 
 __all__ = ["DEFAULT_LAMS", "DEFAULT_SIGMA2_FACTORS", "RankRCClassifierCV"]
@@ -179,7 +179,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 f"{classes.size} class(es)."
             )
         lams, fac, policies = self._grids()
-        i_pos = RankClassifier._rare_index(self, classes, counts)
+        i_pos = rare_index(self.pos_label, classes, counts)
         pos = index == i_pos
         folds = min(int(self.cv), int(counts.min()))
         if folds < 2:
@@ -239,7 +239,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         return tags
 
     def _sign(self) -> float:
-        return RankClassifier._sign(self)
+        return score_sign(self.classes_, self.pos_label_)
 
     def decision_function(self, X) -> np.ndarray:
         """The score of ``classes_[1]``, shifted so that ``predict`` is ``score > 0``.
