@@ -57,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxrank._cli_common import PAPER_LOG2_GRID as PAPER_LOG2_GRID
 from jaxrank._cli_common import (
     Parser,
     UsageError,
@@ -66,6 +67,9 @@ from jaxrank._cli_common import (
     positive_int,
 )
 from jaxrank._cli_fit import cmd_fit
+from jaxrank._cli_modelfile import MODEL_FORMAT as MODEL_FORMAT
+from jaxrank._cli_modelfile import MODEL_VERSION as MODEL_VERSION
+from jaxrank._cli_modelfile import ModelFile as ModelFile
 from jaxrank._cli_modelfile import (
     load_model_file,
     model_from_arrays,
@@ -74,6 +78,8 @@ from jaxrank._cli_modelfile import (
 )
 
 __all__ = ["demo", "load_model_file", "main", "save_model_file"]
+# MODEL_FORMAT, MODEL_VERSION, ModelFile (jaxrank._cli_modelfile) and PAPER_LOG2_GRID
+# (jaxrank._cli_common) are re-exported: they were names of this module before the split.
 
 
 def demo(*, trials: int = 3, t: float = 0.75, rho: float = 0.1, seed: int = 0, out=None) -> dict:

@@ -21,6 +21,7 @@ from jaxrank._fitting import (
     PSD_CHECK_MAX_BASIS,
     SHARED_GRID_LAMS,
     SHARED_GRID_MAX_BYTES,
+    SPECTRAL_MAX_BASIS,
     STAGED_MIN_BYTES,
     Biclass,
     check_max_kernel_bytes,
@@ -40,7 +41,16 @@ from jaxrank.model import ConvergenceWarning, RankModel
 from jaxrank.objective import hessian_diagonal, moment_gram, objective_closures, pair_curvature
 from jaxrank.push import fit_push
 
+# Only fit, fit_rankrc and fit_ranksvm are defined here; the other names now live in
+# jaxrank._fitting, jaxrank.objective and jaxrank.model and are re-exported, so every public
+# name jaxrank.fit had stays importable from it.
 __all__ = [
+    "DUAL_MIN_COLUMNS",
+    "PSD_CHECK_MAX_BASIS",
+    "SHARED_GRID_LAMS",
+    "SHARED_GRID_MAX_BYTES",
+    "SPECTRAL_MAX_BASIS",
+    "STAGED_MIN_BYTES",
     "ConvergenceWarning",
     "RankModel",
     "check_max_kernel_bytes",
@@ -54,12 +64,9 @@ __all__ = [
     "moment_gram",
     "objective_closures",
     "pair_curvature",
+    "psd_gram",
     "resolve_precondition",
 ]
-
-# re-exported from the modules they moved to (the names of jaxrank.fit only grow)
-_REEXPORTED = (DUAL_MIN_COLUMNS, PSD_CHECK_MAX_BASIS, SHARED_GRID_LAMS, SHARED_GRID_MAX_BYTES,
-               STAGED_MIN_BYTES, psd_gram)  # fmt: skip
 
 
 def fit(
