@@ -1,13 +1,21 @@
-"""Shared helpers for the bench scripts: environment, timing, memory, JSON output, formatting.
+"""Shared layer of the bench scripts: arguments, run header, timing, memory, JSON and markdown
+output, plotting, and the data / model helpers several experiments repeat.
 
 Timing rules used by every bench: jitted functions are called once (compile + warm-up) before
 they are timed, every timed call ends with ``jax.block_until_ready`` on its result, and a timing
 is reported as the median over repeats (the minimum and every run are kept in the JSON). The
 machines are shared, so medians of a few repeats are the honest summary; single runs are noisy.
+
+A reproduction bench is ``p = parser(NAME, __doc__, "what --quick runs")`` plus its own flags,
+and ``main(NAME, args, settings, lambda: run(cfg), markdown=markdown, plot=plot)``: its JSON goes
+to ``bench/out/<name>.json`` (``<name>_quick.json`` for ``--quick``) with the PNG beside it, and
+``--save`` copies both to ``bench/results/`` (what ``bench/results.py`` renders).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import platform
@@ -15,6 +23,8 @@ import resource
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +33,40 @@ import numpy as np
 
 __all__ = [
     "OUT_DIR",
+    "block_bytes",
+    "caught_warnings",
     "current_rss_bytes",
     "device_peak_bytes",
     "env_info",
+    "finish",
     "fmt_bytes",
     "fmt_seconds",
+    "header",
+    "limit_blas",
+    "loglog_slope",
+    "main",
+    "md_table",
+    "md_text",
+    "mean_se",
+    "memory_check",
+    "out_path",
+    "parser",
     "peak_rss_bytes",
+    "pick_best",
+    "plot_vs_size",
+    "pyplot",
+    "quick_tag",
+    "save_figure",
+    "standardise",
+    "status_names",
+    "style_axes",
+    "sweep_cell",
+    "sweep_done",
+    "sweep_scaling",
     "time_first",
     "time_median",
+    "time_warm",
+    "warning_list",
     "write_json",
 ]
 
@@ -106,6 +142,23 @@ def time_median(fn, *args, repeats: int = 3, warmup: int = 1) -> dict[str, Any]:
         jax.block_until_ready(fn(*args))
         runs.append(time.perf_counter() - t0)
     return {"median": float(np.median(runs)), "min": float(np.min(runs)), "runs": runs}
+
+
+def time_warm(fn, below: float) -> tuple[Any, dict[str, Any]]:
+    """``(result, timing)`` of ``fn()``: its first call, repeated once (warm) when that took under
+    ``below`` seconds; ``timing`` has ``fit_s``, ``fit_first_s`` and ``fit_includes_compile``."""
+    out, first = time_first(fn)
+    fit_s = first
+    if first < below:
+        out, fit_s = time_first(fn)
+    return out, {"fit_s": fit_s, "fit_first_s": first, "fit_includes_compile": first >= below}
+
+
+def loglog_slope(x, y) -> float | None:
+    """Least-squares slope of log y on log x (``None`` below two points)."""
+    if len(x) < 2:
+        return None
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
 def peak_rss_bytes() -> int:
@@ -199,3 +252,253 @@ def finish(result: dict, out: Path, *, name: str, quick: bool, save: bool, markd
         write_json(RESULTS_DIR / f"{stem}.json", result)
         plot(result, RESULTS_DIR / f"{stem}.png")
         print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")
+
+
+# ---------------------------------------------------------------------------- arguments and run
+
+
+def out_path(name: str, quick: bool = False) -> Path:
+    """The default JSON path: ``bench/out/<name>.json``, ``<name>_quick.json`` for a quick run."""
+    return OUT_DIR / (f"{name}_quick.json" if quick else f"{name}.json")
+
+
+class _Parser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        if ns.out is None:
+            ns.out = out_path(self.bench_name, ns.quick)
+        return ns
+
+
+def parser(name: str, doc: str, quick: str, *, seed: int | None = None, reduced: bool = False):
+    """Argument parser with ``--quick`` (help ``quick``), ``--out`` (default :func:`out_path`),
+    ``--save``, and ``--seed`` (default ``seed``) / ``--reduced`` where asked for."""
+    p = _Parser(description=doc.split("\n\n")[0])
+    p.bench_name = name
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--out", type=Path, default=None, help="JSON path (the PNG beside it)")
+    p.add_argument("--save", action="store_true", help="also copy JSON and PNG to bench/results/")
+    if seed is not None:
+        p.add_argument("--seed", type=int, default=seed)
+    if reduced:
+        p.add_argument("--reduced", default=None, help="why this run is smaller than the full one")
+    return p
+
+
+def header(name: str, detail: str = "") -> dict[str, Any]:
+    """Print the run's first line (device, CPUs, jax version, ``detail``); return ``env_info()``."""
+    env = env_info()
+    print(f"jaxrank {name}: {env['platform']} ({env['device_kind']}), {env['cpu_count']} CPUs, "
+          f"jax {env['jax']}" + (f"; {detail}" if detail else ""), flush=True)  # fmt: skip
+    return env
+
+
+def main(name: str, args, settings: dict, run: Callable[[], dict], *, markdown, plot,
+         detail: str = "") -> int:  # fmt: skip
+    """Pin host BLAS, print the header and :func:`finish` the result ``{benchmark, env, settings
+    (+ openblas_num_threads), **run(), seconds}``."""
+    blas = limit_blas()
+    env = header(name, detail)
+    t0 = time.perf_counter()
+    out = run()
+    result = {"benchmark": name, "env": env, "settings": {**settings, "openblas_num_threads": blas},
+              **out, "seconds": time.perf_counter() - t0}  # fmt: skip
+    finish(result, args.out, name=name, quick=args.quick, save=args.save, markdown=markdown,
+           plot=plot)  # fmt: skip
+    return 0
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def quick_tag(settings: dict) -> str:
+    """`` — QUICK`` for a quick run's heading, else empty."""
+    return " — QUICK" if settings.get("quick") else ""
+
+
+def md_table(header: str | Sequence[str], rows: Sequence[Sequence], align: str = "") -> list[str]:
+    """Lines of a markdown table: ``header`` (a list, or one string split at ``" | "``), the
+    alignment row (``align``: ``l`` / ``r`` per column, ``l`` past its end) and ``rows``."""
+    if isinstance(header, str):
+        header = header.split(" | ")
+    marks = ["---:" if a == "r" else "---" for a in align.ljust(len(header), "l")]
+    return [_md_row(header), "|" + "|".join(marks) + "|", *(_md_row(r) for r in rows)]
+
+
+def _md_row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def md_text(lines: list[str], settings: dict) -> str:
+    """Join ``lines``, with the note of a reduced run (``settings["reduced"]``) at the end."""
+    if settings.get("reduced"):
+        lines = [*lines, "", f"**Reduced run:** {settings['reduced']}"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- plots
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (imported on first use: imports stay light)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def style_axes(ax, title=None, xlabel=None, *, xlog=False, ylog=False, xticks=None, grid="both"):
+    """Title, x label, log scales, explicit x ticks (labelled ``1,000``; no minor labels), grid."""
+    if xlog:
+        ax.set_xscale("log")
+    if ylog:
+        ax.set_yscale("log")
+    if xticks is not None:
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(xticks, [f"{v:,}" for v in xticks])
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    if grid:
+        ax.grid(True, which=grid, alpha=0.3)
+
+
+def save_figure(fig, path, *, title: str | None = None, quick=False, dpi: int = 110) -> Path:
+    """Suptitle (`` (quick)`` appended for a quick run), tight layout, write ``path`` (parents
+    created) and close the figure."""
+    if title:
+        fig.suptitle(title + (" (quick)" if quick else ""))
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
+def plot_vs_size(result: dict, path, *, metric: str, labels: dict, markers: dict, titles,
+                 title: str, ceiling: float, xticks: bool = False) -> Path:  # fmt: skip
+    """Three panels against training rows m (log x) of ``result["results"]``: 100 × ``metric``
+    (a dotted Bayes ``ceiling``), ``fit_s`` and ``n_basis`` (log y) per method of the settings;
+    circles mark the fits that include compilation."""
+    fig, axes = pyplot().subplots(1, 3, figsize=(15, 4.2))
+    labelled = False
+    for name in result["settings"]["methods"]:
+        done = sweep_done(result, name, metric)
+        if not done:
+            continue
+        m, res = [r["m"] for r in done], [r["methods"][name] for r in done]
+        kw = dict(marker=markers[name], label=labels[name])
+        axes[0].plot(m, [100 * r[metric] for r in res], **kw)
+        axes[1].plot(m, [r["fit_s"] for r in res], **kw)
+        axes[2].plot(m, [r["n_basis"] for r in res], **kw)
+        first = [(r["m"], r["methods"][name]["fit_s"]) for r in done
+                 if r["methods"][name].get("fit_includes_compile")]  # fmt: skip
+        axes[1].scatter([x for x, _ in first], [t for _, t in first], s=90, facecolors="none",
+                        edgecolors="black", zorder=3,
+                        label="first call (with compile)" if not labelled else None)  # fmt: skip
+        labelled = labelled or bool(first)
+    axes[0].axhline(100 * ceiling, color="grey", ls=":", label="Bayes")
+    ticks = [r["m"] for r in result["results"]] if xticks else None
+    for k, (ax, t) in enumerate(zip(axes, titles, strict=True)):
+        style_axes(ax, t, "training rows m", xlog=True, ylog=k > 0, xticks=ticks)
+    axes[0].legend(fontsize=8)
+    if labelled:
+        axes[1].legend(fontsize=8)
+    return save_figure(fig, path, title=title, quick=result["settings"]["quick"])
+
+
+def sweep_done(result: dict, name: str, metric: str) -> list[dict]:
+    """The entries of ``result["results"]`` (one per size) where method ``name`` has ``metric``."""
+    return [r for r in result["results"] if metric in r["methods"].get(name, {})]
+
+
+def sweep_cell(res: dict, metric: str) -> str:
+    """``100 × metric / fit time / basis size`` of a completed fit (``*``: compile included)."""
+    star = "*" if res.get("fit_includes_compile") else ""
+    return f"{100 * res[metric]:.2f} / {fmt_seconds(res['fit_s'])}{star} / {res['n_basis']:,}"
+
+
+def sweep_scaling(result: dict, labels: dict, metric: str) -> tuple[str, str]:
+    """``("A time ∝ m^0.63, …", "A 40 (m = 2,000), …")``: the log-log slope of fit time on m and
+    the basis size at the largest completed m, per method of the settings."""
+    slopes, sizes = [], []
+    for n in result["settings"]["methods"]:
+        done = sweep_done(result, n, metric)
+        sl = loglog_slope([r["m"] for r in done], [r["methods"][n]["fit_s"] for r in done])
+        if sl is not None:
+            slopes.append(f"{labels[n]} time ∝ m^{sl:.2f}")
+        if done:
+            sizes.append(
+                f"{labels[n]} {done[-1]['methods'][n]['n_basis']:,} (m = {done[-1]['m']:,})"
+            )
+    return ", ".join(slopes) or "-", ", ".join(sizes)
+
+
+# ---------------------------------------------------------------------------- experiment helpers
+
+
+def standardise(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    """Centre and scale by the training rows' mean and standard deviation (constant columns: 1)."""
+    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return [(A - mu) / sd for A in (Xtr, *others)]
+
+
+def pick_best(params, scores) -> int:
+    """Index of the largest validation score; ties go to the larger parameter (λ, C or k)."""
+    params, scores = np.asarray(params, np.float64), np.asarray(scores, np.float64)
+    best = np.flatnonzero(scores == np.nanmax(scores))
+    return int(best[np.argmax(params[best])])
+
+
+def mean_se(values) -> tuple[float, float]:
+    """Mean and standard error (sample standard deviation / √n; NaN for one value)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    se = float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
+    return float(np.mean(v)), se
+
+
+def status_names(model) -> str | list[str]:
+    """A jaxrank model's solver status by name (a list for a λ grid)."""
+    import jaxrank
+
+    names = [jaxrank.Status(int(s)).name for s in np.atleast_1d(np.asarray(model.info.status))]
+    return names if np.ndim(model.info.status) else names[0]
+
+
+@contextlib.contextmanager
+def caught_warnings():
+    """Record every warning raised inside (``with caught_warnings() as caught``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def warning_list(caught, limit: int = 300) -> list[str]:
+    """Distinct ``Category: message`` lines (cut at ``limit`` characters), sorted."""
+    return sorted({f"{w.category.__name__}: {w.message}"[:limit] for w in caught})
+
+
+def block_bytes(m: int, nb: int) -> int:
+    """Bytes jaxrank's memory check counts for an m × |R| float32 fit (padding aside): the
+    kernel block plus K_RR and the preconditioner."""
+    return 4 * (m * nb + 2 * nb * nb)
+
+
+def memory_check(m: int, nb: int, budget: int) -> dict:
+    """For a fit not run (time cap): ``memory_ok`` (and why not) under jaxrank's memory check."""
+    import jaxrank
+
+    try:
+        jaxrank.kernels.check_memory(block_bytes(m, nb), budget, f"the kernel block ({m} x {nb})")
+    except jaxrank.MemoryBudgetError as e:
+        return {"memory_ok": False, "memory_reason": str(e)}
+    return {"memory_ok": True}

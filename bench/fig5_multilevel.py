@@ -38,32 +38,19 @@ Protocol:
 * **λ**: one λ per method, chosen at the smallest size by validation MAUC (grid
   ``log2 λ = −20, −18, …, 10``, one warm-started grid fit), then kept for every size (seed 003
   cross-validates at each fraction).
-* **Timing**: as ``bench/fig6.py``: one fit (kernel block + solve); repeated once, warm, when
-  the first call took under ``--repeat-below`` seconds. A method whose fit exceeds ``--cap``
-  seconds is not run at larger sizes.
-
-Host BLAS: ``main`` pins it to one thread (threadpoolctl) unless ``OPENBLAS_NUM_THREADS`` is
-set (recorded in the JSON settings; the saved runs set it through that variable): on the shared,
-oversubscribed 2-core machines a threaded OpenBLAS ``eigh`` of a 1000 × 1000 matrix — the
-spectral preconditioner that ``precondition="auto"`` builds on the host for |R| ≤ 2048 — took
-7-15 s instead of 0.9 s single-threaded.
+* **Timing**: as ``bench/fig6.py`` (``_common.time_warm`` with ``--repeat-below``); a method
+  whose fit exceeds ``--cap`` seconds is not run at larger sizes.
 
 Usage::
 
     python bench/fig5_multilevel.py            # m = 2000 … 40 000 (~10 min on 2 cores)
     python bench/fig5_multilevel.py --quick    # m = 400, 800; < 60 s
-    python bench/fig5_multilevel.py --save     # also bench/results/fig5_multilevel.{json,png}
-
-Writes ``bench/out/fig5_multilevel.json`` and ``.png`` (``--quick``: ``*_quick.*``) and prints
-:func:`markdown`.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
@@ -80,31 +67,19 @@ from jaxrank.multilevel import _Levels, check_levels, make_ordinal
 
 NAME = "fig5_multilevel"
 DTYPE = "float32"
-SIZES = (2000, 5000, 10_000, 20_000, 40_000)
 LEVELS, MAJORITY_FRAC, D, SEP = 4, 0.85, 5, 1.0
-M_VAL, M_TEST = 5000, 20_000
-LAM_GRID = 2.0 ** np.arange(-20, 11, 2)
-CAP_S = 300.0
-MEMORY_GB = 3.0
 REPEAT_BELOW_S = 60.0
 GRID_PATH = dict(path="warm", chains=4)
-
+FULL = dict(sizes=(2000, 5000, 10_000, 20_000, 40_000), m_val=5000, m_test=20_000,
+            lams=2.0 ** np.arange(-20, 11, 2), cap=300.0, memory_gb=3.0)  # fmt: skip
 QUICK = dict(
-    sizes=(400, 800),
-    m_val=1000,
-    m_test=2000,
-    lams=2.0 ** np.array([-10.0, -6.0, -2.0]),
+    sizes=(400, 800), m_val=1000, m_test=2000, lams=2.0 ** np.array([-10.0, -6.0, -2.0]),
     cap=300.0,  # not reached on an idle machine; keeps a loaded one from stopping methods
     # RankSVM's K and K_RR: 400 rows need 1.3 MB, 800 rows 5.1 MB: the second is infeasible
     memory_gb=3 / 1024,
-)
-
-METHODS = {
-    "ml-rankrc": ("RANK-RC", "multi-level, basis = level ≠ 0 rows (eq. 48)"),
-    "ml-rnd": ("RANK-RND", "multi-level, uniform basis of RANK-RC's size"),
-    "ml-ranksvm": ("RANK-SVM", "multi-level, every row (eq. 47)"),
-    "rankrc-biclass": ("biclass RankRC", "level > 0 vs 0, basis = level ≠ 0 rows"),
-}
+)  # fmt: skip
+METHODS = {"ml-rankrc": "RANK-RC", "ml-rnd": "RANK-RND", "ml-ranksvm": "RANK-SVM",
+           "rankrc-biclass": "biclass RankRC"}  # fmt: skip
 
 PAPER = {
     "data": "Heritage Health Prize claims, days in hospital, 16 levels (85 % at 0 days)",
@@ -137,16 +112,6 @@ def fit_ml_basis(X, levels, lam, idx, *, budget: int | None = None, **opts):
     )  # fmt: skip
 
 
-def memory_check(m: int, nb: int, budget: int) -> dict:
-    """For a method not run at size m (time cap): would its fit pass jaxrank's memory check
-    (the m × |R| block plus K_RR and the preconditioner, float32; padding aside)?"""
-    try:
-        kernels.check_memory(4 * (m * nb + 2 * nb * nb), budget, f"the kernel block ({m} x {nb})")
-    except jaxrank.MemoryBudgetError as e:
-        return {"memory_ok": False, "memory_reason": str(e)}
-    return {"memory_ok": True}
-
-
 def fit_method(name: str, X, lv, lam, *, key, budget: int):
     opts = dict(GRID_PATH) if np.ndim(lam) else {}
     if name == "ml-rankrc":
@@ -163,31 +128,29 @@ def fit_method(name: str, X, lv, lam, *, key, budget: int):
     raise ValueError(name)
 
 
-def standardise(Xtr, *others):
-    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return [(A - mu) / sd for A in (Xtr, *others)]
-
-
-def pick_lambda(lams, scores) -> int:
-    lams, scores = np.asarray(lams, float), np.asarray(scores, float)
-    best = np.flatnonzero(scores == np.nanmax(scores))
-    return int(best[np.argmax(lams[best])])
-
-
-def _warnings(caught) -> list[str]:
-    return sorted({f"{w.category.__name__}: {w.message}"[:300] for w in caught})
-
-
-def _status(model):
-    s = np.atleast_1d(np.asarray(model.info.status))
-    names = [jaxrank.Status(int(v)).name for v in s]
-    return names if np.ndim(model.info.status) else names[0]
-
-
-def _mauc(lv, scores) -> np.ndarray:
-    s = np.atleast_2d(np.asarray(scores))
-    return np.asarray([float(metrics.mauc(lv, row)) for row in s])
+def select(cfg: dict, Xtr, Xv, lv, lvv, kfit, budget: int) -> dict:
+    """One λ per method by validation MAUC at the smallest size (ties to the larger λ)."""
+    lams = np.asarray(cfg["lams"], float)
+    sel = {"m": cfg["sizes"][0]}
+    for name in cfg["methods"]:
+        t0 = time.perf_counter()
+        key = jax.random.fold_in(kfit, list(METHODS).index(name))
+        try:
+            with C.caught_warnings() as caught:
+                model = fit_method(name, Xtr, lv, lams, key=key, budget=budget)
+        except jaxrank.MemoryBudgetError as e:
+            sel[name] = {"lam": float(np.median(lams)), "error": str(e)}
+            continue
+        scores = np.atleast_2d(np.asarray(model.decision_function(Xv)))
+        val = np.asarray([float(metrics.mauc(lvv, row)) for row in scores])
+        i = C.pick_best(lams, val)
+        sel[name] = {"lam": float(lams[i]), "log2_lam": float(np.log2(lams[i])),
+                     "grid": lams.tolist(), "val_mauc": val.tolist(),
+                     "status": C.status_names(model), "warnings": C.warning_list(caught),
+                     "select_s": time.perf_counter() - t0}  # fmt: skip
+        print(f"  select {name:14s} log2λ={np.log2(lams[i]):+.0f} val MAUC "
+              f"{100 * val[i]:.2f} ({sel[name]['select_s']:.0f} s)", flush=True)  # fmt: skip
+    return sel
 
 
 def run(cfg: dict) -> dict:
@@ -200,283 +163,146 @@ def run(cfg: dict) -> dict:
     # the Bayes ranking is monotone in uᵀx (module notes of make_ordinal): a ceiling for MAUC
     bayes = float(metrics.mauc(lvt, Xt.sum(axis=1)))
     train = {m: make_ordinal(m, key=keys[3 + i], **gen) for i, m in enumerate(cfg["sizes"])}
-    # λ per method at the smallest size
-    m0 = cfg["sizes"][0]
-    Xtr, Xvs = standardise(train[m0][0], Xv)
-    lams = np.asarray(cfg["lams"], float)
-    sel = {"m": m0}
-    for name in cfg["methods"]:
-        t0 = time.perf_counter()
-        key = jax.random.fold_in(kfit, list(METHODS).index(name))
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                model = fit_method(name, Xtr, train[m0][1], lams, key=key, budget=budget)
-        except jaxrank.MemoryBudgetError as e:
-            sel[name] = {"lam": float(np.median(lams)), "error": str(e)}
-            continue
-        val = _mauc(lvv, model.decision_function(Xvs))
-        i = pick_lambda(lams, val)
-        sel[name] = {
-            "lam": float(lams[i]),
-            "log2_lam": float(np.log2(lams[i])),
-            "grid": lams.tolist(),
-            "val_mauc": val.tolist(),
-            "status": _status(model),
-            "warnings": _warnings(caught),
-            "select_s": time.perf_counter() - t0,
-        }
-        print(f"  select {name:14s} log2λ={np.log2(lams[i]):+.0f} val MAUC "
-              f"{100 * val[i]:.2f} ({sel[name]['select_s']:.0f} s)", flush=True)  # fmt: skip
+    X0, lv0 = train[cfg["sizes"][0]]
+    sel = select(cfg, *C.standardise(X0, Xv), lv0, lvv, kfit, budget)
     stopped: dict[str, str] = {}
     results = []
     for m in cfg["sizes"]:
         X, lv = train[m]
-        Xtr, Xts = standardise(X, Xt)
+        Xtr, Xts = C.standardise(X, Xt)
         entry = {"m": m, "level_counts": np.bincount(lv, minlength=LEVELS).tolist(), "methods": {}}
         for name in cfg["methods"]:
             if name in stopped:
                 nb = m if name == "ml-ranksvm" else int(np.sum(lv != 0))
                 entry["methods"][name] = {"skipped": True, "reason": stopped[name],
-                                          **memory_check(m, nb, budget)}  # fmt: skip
+                                          **C.memory_check(m, nb, budget)}  # fmt: skip
                 continue
             key = jax.random.fold_in(kfit, list(METHODS).index(name))
             lam = sel[name]["lam"]
             fn = lambda: fit_method(name, Xtr, lv, lam, key=key, budget=budget)  # noqa: B023
             t1 = time.perf_counter()
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with C.caught_warnings() as caught:
                 try:
-                    model, first = C.time_first(fn)
+                    model, timing = C.time_warm(fn, cfg["repeat_below"])
                 except jaxrank.MemoryBudgetError as e:
                     entry["methods"][name] = {"infeasible": True, "reason": str(e)}
                     print(f"  m={m:6d} {name:14s} infeasible: {str(e)[:80]}", flush=True)
                     continue
-                fit_s = first
-                if first < cfg["repeat_below"]:
-                    model, fit_s = C.time_first(fn)
                 scores = jax.block_until_ready(model.decision_function(Xts))
-            res = {
-                "infeasible": False,
-                "lam": lam,
-                "fit_s": fit_s,
-                "fit_first_s": first,
-                "fit_includes_compile": first >= cfg["repeat_below"],
-                "test_mauc": float(metrics.mauc(lvt, scores)),
-                "n_basis": int(model.n_basis),
-                "status": _status(model),
-                "newton_iterations": int(np.asarray(model.info.iterations)),
-                "peak_rss_bytes": C.peak_rss_bytes(),
-                "warnings": _warnings(caught),
-            }
-            if fit_s > cfg["cap"]:
+            res = {"infeasible": False, "lam": lam, **timing,
+                   "test_mauc": float(metrics.mauc(lvt, scores)), "n_basis": int(model.n_basis),
+                   "status": C.status_names(model),
+                   "newton_iterations": int(np.asarray(model.info.iterations)),
+                   "peak_rss_bytes": C.peak_rss_bytes(),
+                   "warnings": C.warning_list(caught)}  # fmt: skip
+            if (fit_s := res["fit_s"]) > cfg["cap"]:
                 stopped[name] = f"a fit at m = {m} took {fit_s:.0f} s > cap {cfg['cap']:.0f} s"
                 res["stopped"] = True
             entry["methods"][name] = res
-            print(
-                f"  m={m:6d} {name:14s} MAUC {100 * res['test_mauc']:.2f} |R|={res['n_basis']} "
-                f"fit {C.fmt_seconds(fit_s)} ({time.perf_counter() - t1:.0f} s)",
-                flush=True,
-            )
+            print(f"  m={m:6d} {name:14s} MAUC {100 * res['test_mauc']:.2f} |R|={res['n_basis']} "
+                  f"fit {C.fmt_seconds(res['fit_s'])} ({time.perf_counter() - t1:.0f} s)",
+                  flush=True)  # fmt: skip
         results.append(entry)
     return {"bayes_test_mauc": bayes, "selection": sel, "results": results, "stopped": stopped}
 
 
-def _done(result, name):
-    return [r for r in result["results"] if "test_mauc" in r["methods"].get(name, {})]
+def _cell(res: dict) -> str:
+    if res.get("infeasible"):
+        return "infeasible"
+    over = "; over the memory budget" if res.get("memory_ok") is False else ""
+    return f"not run (cap){over}" if res.get("skipped") else C.sweep_cell(res, "test_mauc")
 
 
-def time_slope(result: dict, name: str) -> float | None:
-    done = _done(result, name)
-    if len(done) < 2:
-        return None
-    x = np.log([r["m"] for r in done])
-    t = np.log([r["methods"][name]["fit_s"] for r in done])
-    return float(np.polyfit(x, t, 1)[0])
+def _claim_ranksvm(result: dict) -> str:
+    ok = [r["m"] for r in C.sweep_done(result, "ml-ranksvm", "test_mauc")]
+    bad = [(r["m"], v.get("reason", "") if v.get("infeasible") else v.get("memory_reason", ""))
+           for r in result["results"] if (v := r["methods"]["ml-ranksvm"]).get("infeasible")
+           or v.get("memory_ok") is False]  # fmt: skip
+    capped = result["stopped"].get("ml-ranksvm")
+    return (f"trained up to m = {max(ok):,}; " if ok else "never trained; ") + (
+        f"infeasible (memory) from m = {bad[0][0]:,}: {bad[0][1]}" if bad
+        else "never infeasible at these sizes") + (
+        f"; stopped by the time cap: {capped}" if capped else "")  # fmt: skip
 
 
 def markdown(result: dict) -> str:
     """The result as markdown: MAUC / fit time / basis size per size, the paper's claims beside."""
-    s = result["settings"]
+    s, sel = result["settings"], result["selection"]
     methods = s["methods"]
     lines = [
         f"### Seed 003 Fig. 5 analogue (make_ordinal: {LEVELS} levels, {100 * MAJORITY_FRAC:.0f} % "
         f"majority, d = {D}; test {s['m_test']:,} rows, Bayes MAUC "
-        f"{100 * result['bayes_test_mauc']:.2f}){' — QUICK' if s['quick'] else ''}",
+        f"{100 * result['bayes_test_mauc']:.2f}){C.quick_tag(s)}",
         "",
-        "| m | " + " | ".join(f"{METHODS[n][0]} MAUC / fit / basis" for n in methods) + " |",
-        "|---:|" + "---|" * len(methods),
-    ]
-    for r in result["results"]:
-        cells = []
-        for n in methods:
-            res = r["methods"].get(n, {})
-            if res.get("infeasible"):
-                cells.append("infeasible")
-            elif res.get("skipped"):
-                over = "; over the memory budget" if res.get("memory_ok") is False else ""
-                cells.append(f"not run (cap){over}")
-            else:
-                star = "*" if res.get("fit_includes_compile") else ""
-                fit = C.fmt_seconds(res["fit_s"]) + star
-                cells.append(f"{100 * res['test_mauc']:.2f} / {fit} / {res['n_basis']:,}")
-        lines.append(f"| {r['m']:,} | " + " | ".join(cells) + " |")
-    sel = result["selection"]
-    lines += [
+        *C.md_table(["m", *(f"{METHODS[n]} MAUC / fit / basis" for n in methods)],
+                    [[f"{r['m']:,}", *(_cell(r["methods"].get(n, {})) for n in methods)]
+                     for r in result["results"]], "r"),
         "",
         f"One λ per method, chosen by validation MAUC at m = {sel['m']:,}: "
-        + ", ".join(f"{METHODS[n][0]} log₂λ = {np.log2(sel[n]['lam']):+.0f}" for n in methods)
+        + ", ".join(f"{METHODS[n]} log₂λ = {np.log2(sel[n]['lam']):+.0f}" for n in methods)
         + f". fit = wall time of one fit, warm when the first call took < {s['repeat_below']:g} s"
         " (* = that first call, compilation included). Memory budget "
         f"{s['memory_gb']:g} GiB; time cap {s['cap']:g} s per fit.",
         "",
-        "| claim (seed 003 Sec. 5, Fig. 5) | here |",
-        "|---|---|",
-    ]
-    res = result["results"]
-    if "ml-ranksvm" in methods:
-        ok = [r["m"] for r in _done(result, "ml-ranksvm")]
-        inf = [r["m"] for r in res if r["methods"]["ml-ranksvm"].get("infeasible")
-               or r["methods"]["ml-ranksvm"].get("memory_ok") is False]  # fmt: skip
-        why = [r["methods"]["ml-ranksvm"].get("reason", "") if r["methods"]["ml-ranksvm"].get(
-            "infeasible") else r["methods"]["ml-ranksvm"].get("memory_reason", "")
-            for r in res if r["m"] in inf]  # fmt: skip
-        capped = result["stopped"].get("ml-ranksvm")
-        here = (f"trained up to m = {max(ok):,}; " if ok else "never trained; ") + (
-            f"infeasible (memory) from m = {inf[0]:,}: {why[0]}" if inf
-            else "never infeasible at these sizes") + (
-            f"; stopped by the time cap: {capped}" if capped else "")  # fmt: skip
-        lines.append(f"| {PAPER['claims']['ml-ranksvm']} | {here} |")
+    ]  # fmt: skip
+    pc = PAPER["claims"]
+    claims = [(pc["ml-ranksvm"], _claim_ranksvm(result))] if "ml-ranksvm" in methods else []
     diffs = []
-    for r in res:
+    for r in result["results"]:
         got = {n: r["methods"][n]["test_mauc"] for n in methods if "test_mauc" in r["methods"][n]}
         if "ml-rankrc" in got:
-            parts = [f"{METHODS[n][0]} {100 * (got['ml-rankrc'] - v):+.2f}"
+            parts = [f"{METHODS[n]} {100 * (got['ml-rankrc'] - v):+.2f}"
                      for n, v in got.items() if n != "ml-rankrc"]  # fmt: skip
             diffs.append(f"m = {r['m']:,}: " + ", ".join(parts))
-    lines.append(f"| {PAPER['claims']['mauc']} | RANK-RC MAUC minus each other method (points): "
-                 f"{'; '.join(diffs)} |")  # fmt: skip
-    slopes = [f"{METHODS[n][0]} time ∝ m^{sl:.2f}" for n in methods
-              if (sl := time_slope(result, n)) is not None]  # fmt: skip
-    sizes = [f"{METHODS[n][0]} {d[-1]['methods'][n]['n_basis']:,} (m = {d[-1]['m']:,})"
-             for n in methods if (d := _done(result, n))]  # fmt: skip
-    lines.append(f"| {PAPER['claims']['scaling']} | log-log slopes: {', '.join(slopes) or '-'}; "
-                 f"basis size at the largest m run: {', '.join(sizes)} |")  # fmt: skip
-    lines += ["", f"Paper: {PAPER['data']}. {PAPER['note']}"]
-    if s.get("reduced"):
-        lines += ["", f"**Reduced run:** {s['reduced']}"]
-    return "\n".join(lines)
+    claims.append(
+        (pc["mauc"], f"RANK-RC MAUC minus each other method (points): {'; '.join(diffs)}")
+    )
+    slopes, sizes = C.sweep_scaling(result, METHODS, "test_mauc")
+    claims.append((pc["scaling"], f"log-log slopes: {slopes}; basis size at the largest m run: "
+                                  f"{sizes}"))  # fmt: skip
+    lines += [*C.md_table(["claim (seed 003 Sec. 5, Fig. 5)", "here"], claims), "",
+              f"Paper: {PAPER['data']}. {PAPER['note']}"]  # fmt: skip
+    return C.md_text(lines, s)
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    markers = {"ml-rankrc": "o", "ml-rnd": "s", "ml-ranksvm": "^", "rankrc-biclass": "v"}
-    labelled = False
-    sizes = [r["m"] for r in result["results"]]
-    for name in result["settings"]["methods"]:
-        done = _done(result, name)
-        if not done:
-            continue
-        m = [r["m"] for r in done]
-        kw = dict(marker=markers[name], label=METHODS[name][0])
-        axes[0].plot(m, [100 * r["methods"][name]["test_mauc"] for r in done], **kw)
-        axes[1].plot(m, [r["methods"][name]["fit_s"] for r in done], **kw)
-        axes[2].plot(m, [r["methods"][name]["n_basis"] for r in done], **kw)
-        first = [r for r in done if r["methods"][name].get("fit_includes_compile")]
-        axes[1].scatter([r["m"] for r in first], [r["methods"][name]["fit_s"] for r in first],
-                        s=90, facecolors="none", edgecolors="black", zorder=3,
-                        label="first call (with compile)" if not labelled else None)  # fmt: skip
-        labelled = labelled or bool(first)
-    axes[0].axhline(100 * result["bayes_test_mauc"], color="grey", ls=":", label="Bayes")
-    titles = ("(a) test MAUC (%)", "(b) training time (s)", "(c) basis size |R|")
-    for ax, title in zip(axes, titles, strict=True):
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xticks(sizes, [f"{m:,}" for m in sizes])
-        ax.set_xlabel("training rows m")
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[1].set_yscale("log")
-    axes[2].set_yscale("log")
-    axes[0].legend(fontsize=8)
-    if labelled:
-        axes[1].legend(fontsize=8)
-    fig.suptitle("Seed 003 Fig. 5 analogue: multi-level ranking on make_ordinal"
-                 + (" (quick)" if result["settings"]["quick"] else ""))  # fmt: skip
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return C.plot_vs_size(
+        result, path, metric="test_mauc", labels=METHODS, ceiling=result["bayes_test_mauc"],
+        markers={"ml-rankrc": "o", "ml-rnd": "s", "ml-ranksvm": "^", "rankrc-biclass": "v"},
+        titles=("(a) test MAUC (%)", "(b) training time (s)", "(c) basis size |R|"),
+        title="Seed 003 Fig. 5 analogue: multi-level ranking on make_ordinal", xticks=True,
+    )  # fmt: skip
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny sizes (< 60 s)")
+    p = C.parser(NAME, __doc__, "tiny sizes (< 60 s)", seed=0, reduced=True)
     p.add_argument("--sizes", type=int, nargs="+", default=None)
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cap", type=float, default=None)
     p.add_argument("--memory-gb", type=float, default=None)
     p.add_argument("--repeat-below", type=float, default=REPEAT_BELOW_S)
-    p.add_argument("--reduced", default=None, help="why this run is smaller than the full one")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--save", action="store_true", help="also write bench/results/<name>.*")
     args = p.parse_args(argv)
-    q = args.quick
+    P = QUICK if args.quick else FULL
     cfg = {
-        "quick": q,
-        "sizes": sorted(args.sizes or (QUICK["sizes"] if q else SIZES)),
-        "m_val": QUICK["m_val"] if q else M_VAL,
-        "m_test": QUICK["m_test"] if q else M_TEST,
-        "lams": np.asarray(QUICK["lams"] if q else LAM_GRID).tolist(),
-        "cap": args.cap or (QUICK["cap"] if q else CAP_S),
-        "memory_gb": args.memory_gb or (QUICK["memory_gb"] if q else MEMORY_GB),
-        "repeat_below": args.repeat_below,
-        "methods": list(args.methods),
-        "seed": args.seed,
-        "reduced": args.reduced,
+        "quick": args.quick, "sizes": sorted(args.sizes or P["sizes"]), "m_val": P["m_val"],
+        "m_test": P["m_test"], "lams": np.asarray(P["lams"]).tolist(), "cap": args.cap or P["cap"],
+        "memory_gb": args.memory_gb or P["memory_gb"], "repeat_below": args.repeat_below,
+        "methods": list(args.methods), "seed": args.seed, "reduced": args.reduced,
         "generator": dict(levels=LEVELS, majority_frac=MAJORITY_FRAC, d=D, sep=SEP),
-    }
-    if args.out is None:
-        args.out = C.OUT_DIR / (f"{NAME}_quick.json" if q else f"{NAME}.json")
+    }  # fmt: skip
     return args, cfg
 
 
 def main(argv=None) -> int:
     args, cfg = parse_args(argv)
-    blas = C.limit_blas()
-    env = C.env_info()
-    print(f"jaxrank {NAME}: {env['platform']}, {env['cpu_count']} CPUs; sizes {cfg['sizes']}",
-          flush=True)  # fmt: skip
-    t0 = time.perf_counter()
-    out = run(cfg)
-    result = {
-        "benchmark": NAME,
-        "env": env,
-        "settings": {
-            **cfg,
-            "dtype": DTYPE,
-            "openblas_num_threads": blas,
-            "kernel": "gaussian, σ² = mean squared pairwise distance of the training rows",
-            "eps": 0.5,
-            "tol": 1e-6,
-            "grid_path": GRID_PATH,
-            "lambda_selection": "one λ per method by validation MAUC at the smallest size",
-        },
-        "paper": PAPER,
-        **out,
-        "seconds": time.perf_counter() - t0,
-    }
-    C.finish(result, args.out, name=NAME, quick=args.quick, save=args.save, markdown=markdown,
-             plot=plot)  # fmt: skip
-    return 0
+    settings = {
+        **cfg, "dtype": DTYPE,
+        "kernel": "gaussian, σ² = mean squared pairwise distance of the training rows",
+        "eps": 0.5, "tol": 1e-6, "grid_path": GRID_PATH,
+        "lambda_selection": "one λ per method by validation MAUC at the smallest size",
+    }  # fmt: skip
+    return C.main(NAME, args, settings, lambda: {"paper": PAPER, **run(cfg)}, markdown=markdown,
+                  plot=plot, detail=f"sizes {cfg['sizes']}")  # fmt: skip
 
 
 if __name__ == "__main__":

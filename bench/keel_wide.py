@@ -40,22 +40,18 @@ reports the other sets as held out.
 Usage::
 
     python bench/keel_wide.py --quick                    # 2 small sets, 1 split (smoke test)
-    python bench/keel_wide.py --sets glass2 yeast4 --splits 2
     python bench/keel_wide.py --n-jobs 16 --save         # the full run (resumes from --out)
     for i in 0 1 2 3; do python bench/keel_wide.py --shard $i/4 --n-jobs 4 \
         --out bench/out/kw_$i.json & done; wait             # four processes side by side
     python bench/keel_wide.py --merge bench/out/kw_?.json --save
 
-Writes ``bench/out/keel_wide.json`` (or ``--out``) after every set; a rerun with the same
-``--out`` skips the sets already there (``--fresh`` starts over). ``--shard I/N`` runs every N-th
-set (compilation is mostly single-threaded: shards in parallel use a many-core machine),
-``--merge`` joins partial JSONs. ``--save`` copies the JSON and
-the figure to ``bench/results/``.
+The JSON is written after every set; a rerun with the same ``--out`` skips the sets already
+there (``--fresh`` starts over). ``--shard I/N`` runs every N-th set (compilation is mostly
+single-threaded: shards in parallel use a many-core machine), ``--merge`` joins partial JSONs.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -103,31 +99,18 @@ TUNE_SETS = (
     "winequality-white-3_vs_7", "winequality-white-3-9_vs_5",
 )  # fmt: skip
 NOT_KEEL = {
-    "ada": "NIPS 2006 challenge files (.data/.labels)",
-    "cm1": "ARFF",
-    "german": "UCI .data",
-    "glass": "UCI .data (multi-class)",
-    "hepatitis": "UCI .data",
-    "hiva": "NIPS 2006 challenge files (.data/.labels)",
-    "hypothyroid": "UCI .data",
-    "kc1": "ARFF",
-    "pc1": "ARFF",
-    "spect_f": "UCI .txt",
-    "sylva": "NIPS 2006 challenge files (.data/.labels)",
+    **dict.fromkeys(("ada", "hiva", "sylva"), "NIPS 2006 challenge files (.data/.labels)"),
+    **dict.fromkeys(("cm1", "kc1", "pc1"), "ARFF"),
+    **dict.fromkeys(("german", "hepatitis", "hypothyroid"), "UCI .data"),
+    "glass": "UCI .data (multi-class)", "spect_f": "UCI .txt",
     "vehicle": "UCI .dat.txt parts (multi-class)",
-}
+}  # fmt: skip
 QUICK = dict(
-    sets=("ecoli-0-1_vs_5", "glass4"),
-    splits=1,
+    sets=("ecoli-0-1_vs_5", "glass4"), splits=1,
     # compile-bound at this size: small grids so the smoke test stays short
     cv_params=dict(lams=(2.0**-12, 2.0**-6, 1.0), sigma2_factors=(0.5, 2.0), cv=3),
-    paper_grid=2.0 ** np.array([-12.0, -6.0, 0.0]),
-    svc_C=(1.0, 10.0),
-    svc_gamma=(1.0,),
-)
-
-
-# ---------------------------------------------------------------------------- data
+    paper_grid=2.0 ** np.array([-12.0, -6.0, 0.0]), svc_C=(1.0, 10.0), svc_gamma=(1.0,),
+)  # fmt: skip
 
 
 def load_set(name: str):
@@ -156,13 +139,6 @@ def set_list(max_rows: int) -> tuple[list[str], list[str], dict]:
             failed)  # fmt: skip
 
 
-# ---------------------------------------------------------------------------- methods
-
-
-def _am(y, pred) -> float:
-    return float(metrics.am(y == 1, pred == 1))
-
-
 def _folds(y, k: int) -> int:
     return max(2, min(k, int(np.sum(y == 1)), int(np.sum(y != 1))))
 
@@ -170,24 +146,21 @@ def _folds(y, k: int) -> int:
 def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool, cv_params=None):
     """Fit one method on the training split (search included); ``(scores, pred, info)`` on the
     test rows, or ``None`` where the method does not apply."""
-    d = Xtr.shape[1]
     n_pos, n_neg = int(np.sum(ytr == 1)), int(np.sum(ytr != 1))
     if name == "rankrc-cv":
         from jaxrank.sklearn import RankRCClassifierCV
 
         params = {**(QUICK["cv_params"] if quick else {}), **(cv_params or {})}
-        est = RankRCClassifierCV(random_state=split, **params)
-        est.fit(Xtr, ytr)
+        est = RankRCClassifierCV(random_state=split, **params).fit(Xtr, ytr)
         info = {"best_params": est.best_params_, "best_cv_auc": est.best_score_}
         return est.decision_function(Xte), est.predict(Xte), info
     if name in ("rankrc", "ranksvm"):
         if name == "ranksvm" and ytr.size > RANKSVM_MAX_ROWS:
             return None
-        grid = QUICK["paper_grid"] if quick else PAPER_GRID
         folds = _folds(ytr, 10 if name == "rankrc" else 5)
         res = jaxrank.select_lambda(
-            Xtr, ytr == 1, grid, folds=folds, key=jax.random.key(split),
-            basis="rare" if name == "rankrc" else "all", dtype="float32",
+            Xtr, ytr == 1, QUICK["paper_grid"] if quick else PAPER_GRID, folds=folds,
+            key=jax.random.key(split), basis="rare" if name == "rankrc" else "all", dtype="float32",
         )  # fmt: skip
         tr = np.asarray(res.model.decision_function(Xtr), np.float64)
         # training-prevalence threshold: as many training rows above it as rare rows
@@ -199,10 +172,9 @@ def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool, cv_
         from sklearn.model_selection import GridSearchCV, StratifiedKFold
         from sklearn.svm import SVC
 
-        grid = {
-            "C": list(QUICK["svc_C"] if quick else SVC_C),
-            "gamma": [g / d for g in (QUICK["svc_gamma"] if quick else SVC_GAMMA_FACTORS)],
-        }
+        gammas = QUICK["svc_gamma"] if quick else SVC_GAMMA_FACTORS
+        grid = {"C": list(QUICK["svc_C"] if quick else SVC_C),
+                "gamma": [g / Xtr.shape[1] for g in gammas]}  # fmt: skip
         cv = StratifiedKFold(_folds(ytr, 5), shuffle=True, random_state=split)
         gs = GridSearchCV(SVC(class_weight="balanced"), grid, scoring="roc_auc", cv=cv,
                           n_jobs=n_jobs).fit(Xtr, ytr)  # fmt: skip
@@ -227,10 +199,8 @@ def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool, cv_par
     X, y, dropped = load_set(name)
     runs = []
     for split in range(splits):
-        rng = np.random.default_rng([SEED, split])
-        tr, te = stratified_split(y, TEST_FRAC, rng)
-        Xtr, Xte = standardise(X[tr], X[te])
-        ytr, yte = y[tr], y[te]
+        tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([SEED, split]))
+        (Xtr, Xte), ytr, yte = standardise(X[tr], X[te]), y[tr], y[te]
         res = {}
         for meth in methods:
             t0 = time.perf_counter()
@@ -239,13 +209,11 @@ def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool, cv_par
                 out = run_method(meth, Xtr, ytr, Xte, split=split, n_jobs=n_jobs, quick=quick,
                                  cv_params=cv_params)  # fmt: skip
             secs = time.perf_counter() - t0
-            if out is None:
-                continue
-            s, pred, info = out
-            res[meth] = {
-                "auc": float(metrics.auc(yte == 1, np.asarray(s, np.float64))),
-                "am": _am(yte, np.asarray(pred)), "fit_seconds": secs, **info,
-            }  # fmt: skip
+            if out is not None:
+                s, pred, info = out
+                res[meth] = {"auc": float(metrics.auc(yte == 1, np.asarray(s, np.float64))),
+                             "am": float(metrics.am(yte == 1, np.asarray(pred) == 1)),
+                             "fit_seconds": secs, **info}  # fmt: skip
         runs.append({"split": split, "m": int(tr.size), "m_pos": int(np.sum(ytr == 1)),
                      "m_test": int(te.size), "methods": res})  # fmt: skip
         line = "  ".join(f"{k} {v['auc'] * 100:.1f}" for k, v in res.items())
@@ -259,17 +227,11 @@ def set_means(runs: list, methods) -> dict:
     """Per method: mean AUC and AM over a set's splits, total fit time."""
     per = {}
     for meth in methods:
-        vals = [r["methods"][meth] for r in runs if meth in r["methods"]]
-        if vals:
-            per[meth] = {
-                "auc": float(np.mean([v["auc"] for v in vals])),
-                "am": float(np.mean([v["am"] for v in vals])),
-                "fit_seconds": float(np.sum([v["fit_seconds"] for v in vals])),
-            }
+        if vals := [r["methods"][meth] for r in runs if meth in r["methods"]]:
+            col = lambda k: [v[k] for v in vals]
+            per[meth] = {"auc": float(np.mean(col("auc"))), "am": float(np.mean(col("am"))),
+                         "fit_seconds": float(np.sum(col("fit_seconds")))}  # fmt: skip
     return per
-
-
-# ---------------------------------------------------------------------------- summary
 
 
 def summarise(sets: dict, methods) -> dict:
@@ -285,20 +247,19 @@ def summarise(sets: dict, methods) -> dict:
                     and BASELINE in s["mean"]]  # fmt: skip
             if not rows:
                 continue
-            diff = np.array([100 * (r[meth]["auc"] - r[BASELINE]["auc"]) for r in rows])
+            col = lambda m, k: np.array([r[m][k] for r in rows])  # noqa: B023
+            diff = 100 * (col(meth, "auc") - col(BASELINE, "auc"))
             vs_x = [r[meth]["auc"] > r["xgb"]["auc"] for r in rows if "xgb" in r]
             g[meth] = {
-                "sets": len(rows),
-                "auc": float(np.mean([r[meth]["auc"] for r in rows])),
-                "am": float(np.mean([r[meth]["am"] for r in rows])),
-                "baseline_auc": float(np.mean([r[BASELINE]["auc"] for r in rows])),
+                "sets": len(rows), "auc": float(np.mean(col(meth, "auc"))),
+                "am": float(np.mean(col(meth, "am"))),
+                "baseline_auc": float(np.mean(col(BASELINE, "auc"))),
                 "wins": int(np.sum(diff > TIE)), "ties": int(np.sum(np.abs(diff) <= TIE)),
-                "losses": int(np.sum(diff < -TIE)),
-                "win_or_tie": float(np.mean(diff >= -TIE)),
+                "losses": int(np.sum(diff < -TIE)), "win_or_tie": float(np.mean(diff >= -TIE)),
                 "worst_vs_baseline": float(diff.min()),
                 "ahead_of_xgb": float(np.mean(vs_x)) if vs_x else None,
-                "fit_seconds": float(np.sum([r[meth]["fit_seconds"] for r in rows])),
-                "baseline_fit_seconds": float(np.sum([r[BASELINE]["fit_seconds"] for r in rows])),
+                "fit_seconds": float(np.sum(col(meth, "fit_seconds"))),
+                "baseline_fit_seconds": float(np.sum(col(BASELINE, "fit_seconds"))),
             }  # fmt: skip
         out[group] = g
     return out
@@ -306,9 +267,9 @@ def summarise(sets: dict, methods) -> dict:
 
 def markdown(result: dict) -> str:
     """The summary table (all / held-out sets) and the per-set AUC table."""
-    s = result["settings"]
+    s, sets = result["settings"], result["sets"]
     lines = [
-        f"{len(result['sets'])} KEEL sets, {s['splits']} stratified 75/25 splits each; "
+        f"{len(sets)} KEEL sets, {s['splits']} stratified 75/25 splits each; "
         f"mean test AUC and AM (points), wins/ties/losses against SVC-W (tie: within {TIE} "
         f"points of its mean AUC on a set), fit time with the search (all splits, all sets, "
         f"n_jobs={s['n_jobs']} for the scikit-learn searches and XGBoost). Tuned on "
@@ -317,100 +278,65 @@ def markdown(result: dict) -> str:
     ]
     if result.get("skipped"):
         lines += [f"Not run (time budget): {', '.join(result['skipped'])}.", ""]
-    if len(result.get("merged_parts") or []) > 1:
-        runs = "; ".join(
-            f"{', '.join(p['methods'])}: {p['sets']} sets, commit {str(p['git_commit'])[:7]}, "
-            f"{p['time']}"
-            for p in result["merged_parts"]
-        )
+    if len(parts := result.get("merged_parts") or []) > 1:
+        runs = "; ".join(f"{', '.join(p['methods'])}: {p['sets']} sets, commit "
+                         f"{str(p['git_commit'])[:7]}, {p['time']}" for p in parts)  # fmt: skip
         lines += [f"Merged from separate runs (the first wins where both have a method): {runs}.",
                   ""]  # fmt: skip
     for group, title in (("all", "all sets"), ("held_out", "held-out sets")):
-        g = result["summary"].get(group, {})
-        if not g:
-            continue
-        lines += [
-            f"**{title}**", "",
-            "| method | sets | AUC | AM | W / T / L vs SVC-W | worst vs SVC-W | ahead of XGB "
-            "| fit time |",
-            "|---|---|---|---|---|---|---|---|",
-        ]  # fmt: skip
-        for meth, v in g.items():
-            ax = "-" if v["ahead_of_xgb"] is None else f"{100 * v['ahead_of_xgb']:.0f} %"
-            lines.append(
-                f"| {meth} | {v['sets']} | {100 * v['auc']:.1f} | {100 * v['am']:.1f} | "
-                f"{v['wins']} / {v['ties']} / {v['losses']} | {v['worst_vs_baseline']:+.1f} | "
-                f"{ax} | {C.fmt_seconds(v['fit_seconds'])} |"
-            )
-        lines.append("")
-    meths = [m for m in METHODS if any(m in x["mean"] for x in result["sets"].values())]
-    lines += ["| set | rows | rare | " + " | ".join(meths) + " |",
-              "|---" * (3 + len(meths)) + "|"]  # fmt: skip
-    for name, x in result["sets"].items():
-        cells = [f"{100 * x['mean'][m]['auc']:.1f}" if m in x["mean"] else "-" for m in meths]
-        tag = " (tuning)" if x["tuning"] else ""
-        lines.append(f"| {name}{tag} | {x['rows']} | {x['rare']} | " + " | ".join(cells) + " |")
+        if g := result["summary"].get(group, {}):
+            ax = lambda v: "-" if v is None else f"{100 * v:.0f} %"
+            lines += [f"**{title}**", "", *C.md_table(
+                "method | sets | AUC | AM | W / T / L vs SVC-W | worst vs SVC-W | ahead of XGB | "
+                "fit time",
+                [[m, v["sets"], f"{100 * v['auc']:.1f}", f"{100 * v['am']:.1f}",
+                  f"{v['wins']} / {v['ties']} / {v['losses']}", f"{v['worst_vs_baseline']:+.1f}",
+                  ax(v["ahead_of_xgb"]), C.fmt_seconds(v["fit_seconds"])] for m, v in g.items()]),
+                ""]  # fmt: skip
+    meths = [m for m in METHODS if any(m in x["mean"] for x in sets.values())]
+    lines += C.md_table(["set", "rows", "rare", *meths], [
+        [n + (" (tuning)" if x["tuning"] else ""), x["rows"], x["rare"],
+         *(f"{100 * x['mean'][m]['auc']:.1f}" if m in x["mean"] else "-" for m in meths)]
+        for n, x in sets.items()])  # fmt: skip
     return "\n".join(lines)
 
 
 def plot(result: dict, path: Path) -> Path:
     """Per-set AUC difference against SVC-W (points), sets sorted by RankRCClassifierCV's."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     sets = result["sets"]
     names = [n for n in sets if BASELINE in sets[n]["mean"] and "rankrc-cv" in sets[n]["mean"]]
     diff = lambda n, m: 100 * (sets[n]["mean"][m]["auc"] - sets[n]["mean"][BASELINE]["auc"])
     names.sort(key=lambda n: diff(n, "rankrc-cv"))
-    fig, ax = plt.subplots(figsize=(max(6, 0.12 * len(names) + 3), 4))
+    fig, ax = C.pyplot().subplots(figsize=(max(6, 0.12 * len(names) + 3), 4))
     x = np.arange(len(names))
     ax.bar(x, [diff(n, "rankrc-cv") for n in names], color="tab:blue", label="RankRCClassifierCV")
-    for meth, mk, col in (("xgb", "x", "tab:orange"), ("rankrc", ".", "tab:gray")):
-        pts = [(i, diff(n, meth)) for i, n in enumerate(names) if meth in sets[n]["mean"]]
-        if pts:
-            label = {"xgb": "XGBoost", "rankrc": "RankRC, paper protocol"}[meth]
+    for meth, mk, col, label in (
+        ("xgb", "x", "tab:orange", "XGBoost"),
+        ("rankrc", ".", "tab:gray", "RankRC, paper protocol"),
+    ):
+        if pts := [(i, diff(n, meth)) for i, n in enumerate(names) if meth in sets[n]["mean"]]:
             ax.scatter(*zip(*pts, strict=True), marker=mk, color=col, s=14, zorder=3, label=label)
     ax.axhline(0, color="k", lw=0.8)
     ax.axhspan(-TIE, TIE, color="0.9", zorder=0)
-    ax.set_ylabel("test AUC − SVC-W's (points)")
-    ax.set_xlabel("KEEL set (sorted)")
-    ax.set_xticks([])
+    ax.set(ylabel="test AUC − SVC-W's (points)", xlabel="KEEL set (sorted)", xticks=[])
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
-# ---------------------------------------------------------------------------- main
+    return C.save_figure(fig, path, dpi=120)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="2 small sets, 1 split, small grids")
+    p = C.parser(NAME, __doc__, "2 small sets, 1 split, small grids")
     p.add_argument("--sets", nargs="+", help="these sets only (default: every readable set)")
     p.add_argument("--splits", type=int, default=None, help=f"splits per set (default {SPLITS})")
     p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    p.add_argument("--max-rows", type=int, default=MAX_ROWS,
-                   help="these sizes first; larger sets while the budget lasts")  # fmt: skip
-    p.add_argument("--max-minutes", type=float, default=None,
-                   help="start no new set after this many minutes")  # fmt: skip
-    p.add_argument("--n-jobs", type=int, default=1,
-                   help="n_jobs of GridSearchCV (SVC-W) and XGBoost")  # fmt: skip
-    p.add_argument("--out", type=Path, default=None, help="JSON path (default bench/out/...)")
+    p.add_argument("--max-rows", type=int, default=MAX_ROWS, help="these first; larger ones after")
+    p.add_argument("--max-minutes", type=float, default=None, help="start no set after this")
+    p.add_argument("--n-jobs", type=int, default=1, help="n_jobs of GridSearchCV and XGBoost")
     p.add_argument("--fresh", action="store_true", help="ignore sets already in --out")
     p.add_argument("--cv-params", type=json.loads, default=None, metavar="JSON",
                    help="RankRCClassifierCV parameters over its defaults, e.g. "
                         "'{\"sigma2_factors\": [0.25, 1, 4]}'")  # fmt: skip
-    p.add_argument("--save", action="store_true", help="copy JSON and PNG to bench/results/")
-    p.add_argument("--shard", default=None, metavar="I/N",
-                   help="every N-th set from the I-th (0-based)")  # fmt: skip
-    p.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
-                   help="merge partial results into --out")  # fmt: skip
+    p.add_argument("--shard", default=None, metavar="I/N", help="every N-th set from the I-th")
+    p.add_argument("--merge", nargs="+", type=Path, metavar="JSON", help="partial runs into --out")
     return p.parse_args(argv)
 
 
@@ -434,9 +360,8 @@ def merge(paths, out: Path, save: bool) -> int:
     others: the settings' ``methods`` become the union). Shards of one run hold disjoint sets.
     """
     parts = [json.loads(Path(p).read_text()) for p in paths]
-    keys = ("quick", "splits", "seed")
     for p, part in zip(paths, parts, strict=True):
-        if any(part["settings"][k] != parts[0]["settings"][k] for k in keys):
+        if any(part["settings"][k] != parts[0]["settings"][k] for k in ("quick", "splits", "seed")):
             raise SystemExit(f"{p}: settings differ from {paths[0]}; not merged")
     methods = [m for m in METHODS if any(m in p["settings"]["methods"] for p in parts)]
     sets = {}
@@ -447,34 +372,28 @@ def merge(paths, out: Path, save: bool) -> int:
                 continue
             mine = {r["split"]: r for r in sets[k]["runs"]}
             for r in v["runs"]:
-                if r["split"] in mine:
-                    for meth, res in r["methods"].items():
-                        mine[r["split"]]["methods"].setdefault(meth, res)
+                for meth, res in r["methods"].items() if r["split"] in mine else ():
+                    mine[r["split"]]["methods"].setdefault(meth, res)
     for v in sets.values():
         v["mean"] = set_means(v["runs"], methods)
     result = {**parts[0], "sets": dict(sorted(sets.items(), key=lambda kv: (kv[1]["rows"], kv[0])))}
     result["settings"] = {**parts[0]["settings"], "methods": methods}
-    done = set(sets)
-    result["skipped"] = sorted({n for p in parts for n in p.get("skipped", [])} - done)
+    result["skipped"] = sorted({n for p in parts for n in p.get("skipped", [])} - set(sets))
     result["summary"] = summarise(result["sets"], methods)
     result["seconds"] = float(sum(p.get("seconds", 0.0) for p in parts))
     result["merged_from"] = [str(p) for p in paths]
     # provenance per method: the first run that gave it (a part that is itself a merge brings
     # its own parts, so a method keeps the run it came from through repeated merges)
-    flat = [
-        q for p in parts for q in p.get("merged_parts") or [
-            {"methods": p["settings"]["methods"], "sets": len(p["sets"]),
-             "git_commit": p.get("env", {}).get("git_commit"),
-             "time": p.get("env", {}).get("time")}
-        ]
-    ]  # fmt: skip
     seen: set = set()
     result["merged_parts"] = []
-    for q in flat:
-        new = [m for m in q["methods"] if m not in seen]
-        seen.update(new)
-        if new:
-            result["merged_parts"].append({**q, "methods": new})
+    for p in parts:
+        env = p.get("env", {})
+        own = {"methods": p["settings"]["methods"], "sets": len(p["sets"]),
+               "git_commit": env.get("git_commit"), "time": env.get("time")}  # fmt: skip
+        for q in p.get("merged_parts") or [own]:
+            if new := [m for m in q["methods"] if m not in seen]:
+                seen.update(new)
+                result["merged_parts"].append({**q, "methods": new})
     C.finish(result, out, name=NAME, quick=result["settings"]["quick"], save=save,
              markdown=markdown, plot=plot)  # fmt: skip
     return 0
@@ -485,9 +404,8 @@ def main(argv=None) -> int:
     C.limit_blas()
     quick = args.quick
     splits = args.splits or (QUICK["splits"] if quick else SPLITS)
-    out = args.out or C.OUT_DIR / (f"{NAME}_quick.json" if quick else f"{NAME}.json")
     if args.merge:
-        return merge(args.merge, out, args.save)
+        return merge(args.merge, args.out, args.save)
     failed: dict = {}
     if args.sets or quick:
         order = list(args.sets or QUICK["sets"])
@@ -500,13 +418,14 @@ def main(argv=None) -> int:
                 "tie_points": TIE, "cv_params": args.cv_params}  # fmt: skip
     result = {"benchmark": NAME, "env": C.env_info(), "settings": settings, "sets": {},
               "failed_to_load": failed, "not_keel": NOT_KEEL}  # fmt: skip
-    if out.exists() and not args.fresh:
-        old = json.loads(out.read_text())
-        keys = ("quick", "splits", "methods", "seed", "cv_params")
-        same = {k: old["settings"].get(k) for k in keys}
+    if args.out.exists() and not args.fresh:
+        old = json.loads(args.out.read_text())
+        same = {
+            k: old["settings"].get(k) for k in ("quick", "splits", "methods", "seed", "cv_params")
+        }
         if same == {k: settings[k] for k in same}:
             result["sets"] = {k: v for k, v in old["sets"].items() if k in order}
-            print(f"resuming: {len(result['sets'])} sets already in {out}")
+            print(f"resuming: {len(result['sets'])} sets already in {args.out}")
     t0 = time.perf_counter()
     skipped = []
     for name in order:
@@ -518,11 +437,11 @@ def main(argv=None) -> int:
         result["sets"][name] = run_set(name, args.methods, splits=splits, n_jobs=args.n_jobs,
                                        quick=quick, cv_params=args.cv_params)  # fmt: skip
         result["summary"] = summarise(result["sets"], args.methods)
-        C.write_json(out, result)
+        C.write_json(args.out, result)
     result["skipped"] = skipped
     result["summary"] = summarise(result["sets"], args.methods)
     result["seconds"] = time.perf_counter() - t0
-    C.finish(result, out, name=NAME, quick=quick, save=args.save, markdown=markdown, plot=plot)
+    C.finish(result, args.out, name=NAME, quick=quick, save=args.save, markdown=markdown, plot=plot)
     return 0
 
 
