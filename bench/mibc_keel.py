@@ -35,13 +35,11 @@ Usage::
 
     python bench/mibc_keel.py                      # both data sets, 5 splits (a few minutes)
     python bench/mibc_keel.py --splits 2 --repeats 3 --datasets yeast4
-
-Writes ``bench/out/mibc_keel.json`` (or ``--out``) and prints a table.
+    python bench/mibc_keel.py --quick              # 2 splits, 3 repeats, scaling at m = 2000, 5000
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
@@ -56,6 +54,7 @@ from jaxrank.mibc import fit_mibc
 # main() switches x64 on (float64 run); importing this module leaves it as it is, and the
 # scikit-learn imports are inside the functions that use them (markdown() needs neither).
 
+NAME = "mibc_keel"
 NUS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 RHOS = [0.0, 0.01, 0.1, 1.0]
 CS = [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0]
@@ -65,31 +64,25 @@ MIBC_VARIANTS = {
     "mibc-diag": dict(covariance="diag"),
     "mibc-rbf": dict(covariance="full", kernel="gaussian"),
 }
+FULL = dict(splits=5, repeats=21, scale_sizes=[10_000, 100_000], scale_repeats=5)
+QUICK = dict(splits=2, repeats=3, scale_sizes=[2000, 5000], scale_repeats=2)
+# Seed 002, Tables 2-3 (protein data PHOS, PHOST, PHOSY, CAM, not in KEEL): MIBC's AUC minus
+# the cost-sensitive linear SVM's, in points, and the speed-up of one solve (their ms ratio).
+PAPER_AUC_GAIN = {"PHOS": 77.2 - 76.8, "PHOST": 77.4 - 73.0, "PHOSY": 76.2 - 72.8, "CAM": 0.1}
+PAPER_SPEEDUP = {"PHOS": 2.2, "PHOST": 4.8, "PHOSY": 2.1, "CAM": 1.4}
 
 
 def auc(y, s) -> float:
     return float(metrics.auc(y, np.asarray(s)))
 
 
-def standardise(Xtr, Xte):
-    mu = Xtr.mean(0)
-    sd = Xtr.std(0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (Xtr - mu) / sd, (Xte - mu) / sd
-
-
-def svm(C_):
+def fit_svm(X, y, C_):
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.svm import LinearSVC
 
-    return LinearSVC(C=C_, class_weight="balanced", max_iter=100_000)
-
-
-def fit_svm(X, y, C_):
-    from sklearn.exceptions import ConvergenceWarning as SkConvergenceWarning
-
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SkConvergenceWarning)
-        return svm(C_).fit(X, y)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return LinearSVC(C=C_, class_weight="balanced", max_iter=100_000).fit(X, y)
 
 
 def mibc_grid(name, d):
@@ -102,11 +95,9 @@ def mibc_grid(name, d):
 
 
 def select_mibc(X, y, folds, grid):
-    """Mean inner-CV AUC over grid × ρ × ν; returns (best options, ν, ρ, table, seconds).
-
-    A ρ for which the covariance model is singular (e.g. one-hot features that sum to 1, as
-    abalone19's sex indicators; fit_mibc refuses it) scores NaN and is skipped.
-    """
+    """Mean inner-CV AUC over grid × ρ × ν: (best options, ν, ρ, table, seconds). A ρ whose
+    covariance model is singular (one-hot features that sum to 1, as abalone19's sex
+    indicators; fit_mibc refuses it) scores NaN and is skipped."""
     t0 = time.perf_counter()
     table = np.zeros((len(grid), len(RHOS), len(NUS)))
     for tr, va in folds:
@@ -119,8 +110,7 @@ def select_mibc(X, y, folds, grid):
                         raise
                     table[g, i] = np.nan
                     continue
-                scores = np.asarray(model.decision_function(X[va]))
-                table[g, i] += [auc(y[va], s) for s in scores]
+                table[g, i] += [auc(y[va], s) for s in np.asarray(model.decision_function(X[va]))]
     table /= len(folds)
     g, i, j = np.unravel_index(np.nanargmax(table), table.shape)
     return grid[g], NUS[j], RHOS[i], table, time.perf_counter() - t0
@@ -139,65 +129,43 @@ def select_svm(X, y, folds):
 def run_split(X, y, tr, te, args, split):
     from sklearn.model_selection import StratifiedKFold
 
-    Xtr, Xte = standardise(X[tr], X[te])
-    ytr, yte = y[tr], y[te]
+    (Xtr, Xte), ytr, yte = C.standardise(X[tr], X[te]), y[tr], y[te]
     inner = StratifiedKFold(args.folds, shuffle=True, random_state=args.seed + 100 + split)
     folds = list(inner.split(Xtr, ytr))
-    out = {
-        "sizes": {
-            "n_train": int(tr.size),
-            "n_test": int(te.size),
-            "n_pos_train": int((ytr == 1).sum()),
-            "n_pos_test": int((yte == 1).sum()),
-        }
-    }
+    sizes = {"n_train": tr.size, "n_test": te.size, "n_pos_train": (ytr == 1).sum(),
+             "n_pos_test": (yte == 1).sum()}  # fmt: skip
+    out = {"sizes": {k: int(v) for k, v in sizes.items()}}
     fits = {}
-    for name in MIBC_VARIANTS:
-        if name not in args.methods:
-            continue
+    for name in [m for m in MIBC_VARIANTS if m in args.methods]:
         opts, nu, rho, table, t_sel = select_mibc(Xtr, ytr, folds, mibc_grid(name, X.shape[1]))
         fits[name] = lambda nu=nu, rho=rho, opts=opts: fit_mibc(Xtr, ytr, nu=nu, rho=rho, **opts)
         model, first = C.time_first(fits[name])
+        info, Xneg = model.info, Xtr[ytr != 1]
         out[name] = {
-            "nu": nu,
-            "rho": rho,
+            "nu": nu, "rho": rho,
             "sigma2": float(model.kernel.sigma2) if "kernel" in opts else None,
-            "cv_auc": table.tolist(),
-            "test_auc": auc(yte, model.decision_function(Xte)),
-            "fit_first_s": first,
-            "select_s": t_sel,
-            "qp_iterations": int(model.info.iterations),
-            "qp_status": int(model.info.status),
-            "qp_rel_gap": float(model.info.gap / model.info.objective),
+            "cv_auc": table.tolist(), "test_auc": auc(yte, model.decision_function(Xte)),
+            "fit_first_s": first, "select_s": t_sel, "qp_iterations": int(info.iterations),
+            "qp_status": int(info.status), "qp_rel_gap": float(info.gap / info.objective),
             "neg_error_bound": float(model.neg_error_bound),
-            "train_neg_error": float(
-                np.mean(np.asarray(model.decision_function(Xtr[ytr != 1])) >= 0)
-            ),
-        }
+            "train_neg_error": float(np.mean(np.asarray(model.decision_function(Xneg)) >= 0)),
+        }  # fmt: skip
     if "svm-w" in args.methods:
         c, table, t_sel = select_svm(Xtr, ytr, folds)
         fits["svm-w"] = lambda c=c: fit_svm(Xtr, ytr, c)
         model, first = C.time_first(fits["svm-w"])
-        out["svm-w"] = {
-            "C": c,
-            "cv_auc": table.tolist(),
-            "test_auc": auc(yte, model.decision_function(Xte)),
-            "fit_first_s": first,
-            "select_s": t_sel,
-        }
+        out["svm-w"] = {"C": c, "cv_auc": table.tolist(),
+                        "test_auc": auc(yte, model.decision_function(Xte)),
+                        "fit_first_s": first, "select_s": t_sel}  # fmt: skip
     for name, timing in time_interleaved(fits, args.repeats).items():
         out[name]["fit"] = timing
     return out
 
 
 def time_interleaved(fits: dict, repeats: int) -> dict:
-    """Median wall time of each refit, the methods timed in turn within each round.
-
-    On a shared machine the load changes within seconds; timing the methods one after the
-    other within each round (in a rotating order) exposes them to the same load, so their
-    ratio is steadier than that of two separate medians. Every call was already made once
-    (compilation / warm-up) by the caller.
-    """
+    """Median wall time of each (already compiled) refit, the methods timed in turn within each
+    round in a rotating order: on a shared machine the load changes within seconds, and this
+    exposes them to the same load, so their ratio is steadier than that of separate medians."""
     names = list(fits)
     runs = {n: [] for n in names}
     for r in range(max(1, repeats)):
@@ -206,95 +174,85 @@ def time_interleaved(fits: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             jax.block_until_ready(fits[n]())
             runs[n].append(time.perf_counter() - t0)
-    return {
-        n: {"median": float(np.median(v)), "min": float(np.min(v)), "runs": v}
-        for n, v in runs.items()
-    }
+    return {n: {"median": float(np.median(v)), "min": float(np.min(v)), "runs": v}
+            for n, v in runs.items()}  # fmt: skip
 
 
 def run_scaling(args) -> list[dict]:
-    """Fit time against m at fixed hyperparameters on the simulated data of seed 000 Sec. 6.1.
-
+    """Fit time against m at fixed hyperparameters on seed 000 Sec. 6.1's simulated data:
     ``make_rare_class(m, 1 %, t = 0.75, d = 40)``, standardised, 75/25 split; MIBC (full
-    covariance, ν = 0.5, ρ = 0.1) and LinearSVC (balanced, C = 0.01), timed interleaved.
-    """
+    covariance, ν = 0.5, ρ = 0.1) and LinearSVC (balanced, C = 0.01), timed interleaved."""
     from sklearn.model_selection import StratifiedShuffleSplit
 
     rows = []
     for m in args.scale_sizes:
         X, y = make_rare_class(m, 0.01, 0.75, d=40, seed=args.seed)
-        tr, te = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=args.seed).split(X, y))
-        Xtr, Xte = standardise(X[tr], X[te])
-        ytr = y[tr]
-        fits = {
-            "mibc": lambda Xtr=Xtr, ytr=ytr: fit_mibc(Xtr, ytr, nu=0.5, rho=0.1),
-            "svm-w": lambda Xtr=Xtr, ytr=ytr: fit_svm(Xtr, ytr, 0.01),
-        }
-        row = {
-            "m": int(m),
-            "n_train": int(tr.size),
-            "d": 40,
-            "n_pos_train": int((y[tr] == 1).sum()),
-        }
+        sss = StratifiedShuffleSplit(1, test_size=0.25, random_state=args.seed)
+        tr, te = next(sss.split(X, y))
+        (Xtr, Xte), ytr = C.standardise(X[tr], X[te]), y[tr]
+        fits = {"mibc": lambda Xtr=Xtr, ytr=ytr: fit_mibc(Xtr, ytr, nu=0.5, rho=0.1),
+                "svm-w": lambda Xtr=Xtr, ytr=ytr: fit_svm(Xtr, ytr, 0.01)}  # fmt: skip
+        row = {"m": int(m), "n_train": int(tr.size), "d": 40, "n_pos_train": int((ytr == 1).sum())}
         for name, fn in fits.items():
             model, first = C.time_first(fn)
             row[name] = {"first_s": first, "test_auc": auc(y[te], model.decision_function(Xte))}
         for name, timing in time_interleaved(fits, args.scale_repeats).items():
             row[name]["fit"] = timing
         row["speedup"] = row["svm-w"]["fit"]["median"] / row["mibc"]["fit"]["median"]
-        print(
-            f"scaling m={m}: mibc {C.fmt_seconds(row['mibc']['fit']['median'])} "
-            f"(AUC {row['mibc']['test_auc'] * 100:.1f}), svm-w "
-            f"{C.fmt_seconds(row['svm-w']['fit']['median'])} "
-            f"(AUC {row['svm-w']['test_auc'] * 100:.1f}), speed-up {row['speedup']:.1f}x",
-            flush=True,
-        )
+        mi, sv = row["mibc"], row["svm-w"]
+        print(f"scaling m={m}: mibc {C.fmt_seconds(mi['fit']['median'])} (AUC "
+              f"{mi['test_auc'] * 100:.1f}), svm-w {C.fmt_seconds(sv['fit']['median'])} (AUC "
+              f"{sv['test_auc'] * 100:.1f}), speed-up {row['speedup']:.1f}x",
+              flush=True)  # fmt: skip
         rows.append(row)
     return rows
 
 
-def summarise(name, splits, methods):
+def summarise(splits, methods):
     rows = {}
     for m in methods:
         aucs = np.array([s[m]["test_auc"] for s in splits]) * 100
-        fits = np.array([s[m]["fit"]["median"] for s in splits])
-        sel = np.array([s[m]["select_s"] for s in splits])
         rows[m] = {
             "test_auc_mean": float(aucs.mean()),
-            "test_auc_se": float(aucs.std(ddof=1) / np.sqrt(aucs.size)) if aucs.size > 1 else 0.0,
+            "test_auc_se": C.mean_se(aucs)[1] if aucs.size > 1 else 0.0,
             "test_auc_per_split": aucs.tolist(),
-            "fit_median_s": float(np.median(fits)),
-            "select_median_s": float(np.median(sel)),
+            "fit_median_s": float(np.median([s[m]["fit"]["median"] for s in splits])),
+            "select_median_s": float(np.median([s[m]["select_s"] for s in splits])),
         }
-    if "svm-w" in rows:
-        base = rows["svm-w"]
-        for m in methods:
-            if m == "svm-w":
-                continue
-            rows[m]["auc_minus_svm"] = rows[m]["test_auc_mean"] - base["test_auc_mean"]
-            rows[m]["fit_speedup_vs_svm"] = base["fit_median_s"] / rows[m]["fit_median_s"]
-            # per round of the interleaved timing: svm time / this method's time
-            ratios = [
-                np.array(s["svm-w"]["fit"]["runs"]) / np.array(s[m]["fit"]["runs"]) for s in splits
-            ]
-            rows[m]["fit_speedup_per_round_median"] = float(np.median(np.concatenate(ratios)))
-            rows[m]["within_2_points"] = bool(rows[m]["auc_minus_svm"] >= -2.0)
+    base = rows.get("svm-w")
+    for m in [m for m in methods if base and m != "svm-w"]:
+        r = rows[m]
+        r["auc_minus_svm"] = r["test_auc_mean"] - base["test_auc_mean"]
+        r["fit_speedup_vs_svm"] = base["fit_median_s"] / r["fit_median_s"]
+        # per round of the interleaved timing: svm time / this method's time
+        ratios = [np.divide(s["svm-w"]["fit"]["runs"], s[m]["fit"]["runs"]) for s in splits]
+        r["fit_speedup_per_round_median"] = float(np.median(np.concatenate(ratios)))
+        r["within_2_points"] = bool(r["auc_minus_svm"] >= -2.0)
     return rows
 
 
-# Seed 002, Tables 2-3 (protein data PHOS, PHOST, PHOSY, CAM, not in KEEL): MIBC's AUC minus
-# the cost-sensitive linear SVM's, in points, and the speed-up of one solve (their ms ratio).
-PAPER_AUC_GAIN = {"PHOS": 77.2 - 76.8, "PHOST": 77.4 - 73.0, "PHOSY": 76.2 - 72.8, "CAM": 0.1}
-PAPER_SPEEDUP = {"PHOS": 2.2, "PHOST": 4.8, "PHOSY": 2.1, "CAM": 1.4}
+def _vs_svm(r: dict, times: str) -> list[str]:
+    """A summary row's AUC difference, speed-up and per-round speed-up against svm-w (or -)."""
+    return ["-" if k not in r else format(r[k], f) + t for k, f, t in (
+        ("auc_minus_svm", "+.1f", ""), ("fit_speedup_vs_svm", ".2f", times),
+        ("fit_speedup_per_round_median", ".2f", times))]  # fmt: skip
 
 
 def markdown(result: dict) -> str:
-    """The result as markdown: per data set and method the test AUC, its difference to the
-    class-weighted SVM and the fit-time speed-up; seed 002's own gains beside; then the scaling
-    rows."""
-    cfg = result["config"]
-    gains = PAPER_AUC_GAIN.values()
-    speed = PAPER_SPEEDUP.values()
+    """Per data set and method the test AUC, its difference to the class-weighted SVM and the
+    fit-time speed-up, seed 002's own gains beside; then the scaling rows."""
+    cfg, gains, speed = result["config"], PAPER_AUC_GAIN.values(), PAPER_SPEEDUP.values()
+    rows = []
+    for name, ds in result["datasets"].items():
+        for m, r in ds["summary"].items():
+            delta, up, rnd = _vs_svm(r, "×")
+            within = (
+                "-" if "within_2_points" not in r else ("yes" if r["within_2_points"] else "NO")
+            )
+            rows.append([name, f"{ds['n']} / {ds['n_pos']} / {ds['d']}", m,
+                         f"{r['test_auc_mean']:.1f} ± {r['test_auc_se']:.1f}", delta,
+                         C.fmt_seconds(r["fit_median_s"]), up, rnd,
+                         C.fmt_seconds(r["select_median_s"]), within])  # fmt: skip
     lines = [
         f"Test AUC ×100, mean ± s.e. over {cfg['splits']} stratified 75/25 splits; "
         f"hyper-parameters by inner {cfg['inner_cv_folds']}-fold CV; fit = median of "
@@ -304,148 +262,90 @@ def markdown(result: dict) -> str:
         f"{min(gains):+.1f} … {max(gains):+.1f} points, speed-up {min(speed):.1f}× … "
         f"{max(speed):.1f}×. Done-when: MIBC AUC ≥ SVM AUC − 2 points.",
         "",
-        "| data set | n / rare / d | method | test AUC | Δ vs svm-w | fit | speed-up | per-round "
-        "| CV select | within 2 points |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for name, ds in result["datasets"].items():
-        for m, r in ds["summary"].items():
-            delta = f"{r['auc_minus_svm']:+.1f}" if "auc_minus_svm" in r else "-"
-            sp = f"{r['fit_speedup_vs_svm']:.2f}×" if "fit_speedup_vs_svm" in r else "-"
-            rnd = r.get("fit_speedup_per_round_median")
-            within = r.get("within_2_points")
-            lines.append(
-                f"| {name} | {ds['n']} / {ds['n_pos']} / {ds['d']} | {m} "
-                f"| {r['test_auc_mean']:.1f} ± {r['test_auc_se']:.1f} | {delta} "
-                f"| {C.fmt_seconds(r['fit_median_s'])} | {sp} "
-                f"| {'-' if rnd is None else f'{rnd:.2f}×'} "
-                f"| {C.fmt_seconds(r['select_median_s'])} "
-                f"| {'-' if within is None else ('yes' if within else 'NO')} |"
-            )
+        *C.md_table("data set | n / rare / d | method | test AUC | Δ vs svm-w | fit | speed-up | "
+                    "per-round | CV select | within 2 points", rows, "lllrrrrrr"),
+    ]  # fmt: skip
     if result.get("scaling"):
-        lines += [
-            "",
-            "Fit time against m at fixed hyper-parameters (simulated, seed 000 generator, 1 % "
-            "positives, d = 40; MIBC ν = 0.5, ρ = 0.1; LinearSVC C = 0.01, balanced):",
-            "",
-            "| m | n train / rare | MIBC fit | MIBC AUC | svm-w fit | svm-w AUC | speed-up |",
-            "|---:|---|---:|---:|---:|---:|---:|",
-        ]
-        for r in result["scaling"]:
-            lines.append(
-                f"| {r['m']:,} | {r['n_train']:,} / {r['n_pos_train']} "
-                f"| {C.fmt_seconds(r['mibc']['fit']['median'])} "
-                f"| {100 * r['mibc']['test_auc']:.1f} "
-                f"| {C.fmt_seconds(r['svm-w']['fit']['median'])} "
-                f"| {100 * r['svm-w']['test_auc']:.1f} | {r['speedup']:.2f}× |"
-            )
+        rows = [[f"{r['m']:,}", f"{r['n_train']:,} / {r['n_pos_train']}",
+                 *(x for n in ("mibc", "svm-w") for x in (
+                     C.fmt_seconds(r[n]["fit"]["median"]), f"{100 * r[n]['test_auc']:.1f}")),
+                 f"{r['speedup']:.2f}×"] for r in result["scaling"]]  # fmt: skip
+        lines += ["", "Fit time against m at fixed hyper-parameters (simulated, seed 000 "
+                  "generator, 1 % positives, d = 40; MIBC ν = 0.5, ρ = 0.1; LinearSVC C = 0.01, "
+                  "balanced):", "", *C.md_table("m | n train / rare | MIBC fit | MIBC AUC | "
+                  "svm-w fit | svm-w AUC | speed-up", rows, "rlrrrrr")]  # fmt: skip
     return "\n".join(lines)
 
 
+def print_summary(result: dict, args) -> None:
+    env = result["env"]
+    print(f"\nMIBC vs class-weighted linear SVM — {env['device_kind']} ({env['platform']}), "
+          f"jax {env['jax']}, {env['cpu_count']} CPUs; test AUC mean ± s.e. over "
+          f"{args.splits} splits; fit = median of {args.repeats} refits (compiled)\n")  # fmt: skip
+    cols = ("AUC", "Δ vs svm", "fit", "speed-up", "per-round", "select")
+    head = f"{'data':<10} {'method':<10} " + " ".join(
+        f"{c:>{w}}" for c, w in zip(cols, (12, 9, 9, 9, 9, 9), strict=True))  # fmt: skip
+    print(head)
+    print("-" * len(head))
+    for name, ds in result["datasets"].items():
+        for m, r in ds["summary"].items():
+            delta, speed, rnd = _vs_svm(r, "x")
+            print(f"{name:<10} {m:<10} {r['test_auc_mean']:6.1f} ± {r['test_auc_se']:3.1f} "
+                  f"{delta:>9} {C.fmt_seconds(r['fit_median_s']):>9} {speed:>9} {rnd:>9} "
+                  f"{C.fmt_seconds(r['select_median_s']):>9}")  # fmt: skip
+    done = {n: ds["summary"]["mibc"]["within_2_points"] for n, ds in result["datasets"].items()
+            if "within_2_points" in ds["summary"].get("mibc", {})}  # fmt: skip
+    if done:
+        print("\ndone-when (mibc AUC >= svm-w AUC - 2 points): "
+              + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in done.items()))  # fmt: skip
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = C.parser(NAME, __doc__, "2 splits, 3 repeats, scaling at m = 2000 and 5000", seed=0)
     p.add_argument("--datasets", nargs="*", default=["yeast4", "abalone19"])
-    p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--splits", type=int, help=f"default {FULL['splits']}")
     p.add_argument("--folds", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=21)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, help=f"default {FULL['repeats']}")
     p.add_argument("--methods", nargs="+", default=[*MIBC_VARIANTS, "svm-w"])
-    p.add_argument("--out", default=str(C.OUT_DIR / "mibc_keel.json"))
-    p.add_argument(
-        "--scale-sizes",
-        type=int,
-        nargs="*",
-        default=[10_000, 100_000],
-        help="simulated m for the fit-time scaling section (none: skip it)",
-    )
-    p.add_argument("--scale-repeats", type=int, default=5)
+    p.add_argument("--scale-sizes", type=int, nargs="*",
+                   help=f"simulated m for the fit-time scaling section (default "
+                        f"{FULL['scale_sizes']}; none: skip it)")  # fmt: skip
+    p.add_argument("--scale-repeats", type=int, help=f"default {FULL['scale_repeats']}")
     args = p.parse_args(argv)
+    for k, v in (QUICK if args.quick else FULL).items():
+        setattr(args, k, v if getattr(args, k) is None else getattr(args, k))
     jax.config.update("jax_enable_x64", True)
     from sklearn.model_selection import StratifiedShuffleSplit
 
-    result = {
-        "env": C.env_info(),
-        "config": {
-            "splits": args.splits,
-            "test_size": 0.25,
-            "inner_cv_folds": args.folds,
-            "seed": args.seed,
-            "repeats": args.repeats,
-            "dtype": "float64",
-            "nu_grid": NUS,
-            "rho_grid": RHOS,
-            "svm_C_grid": CS,
-            "rbf_sigma2_grid": "factor x 2d, factors " + str(SIGMA2_FACTORS),
-            "selection": "inner stratified k-fold CV on the training split, mean AUC",
-        },
-        "datasets": {},
-    }
+    config = {"splits": args.splits, "test_size": 0.25, "inner_cv_folds": args.folds,
+              "seed": args.seed, "repeats": args.repeats, "dtype": "float64", "nu_grid": NUS,
+              "rho_grid": RHOS, "svm_C_grid": CS,
+              "rbf_sigma2_grid": "factor x 2d, factors " + str(SIGMA2_FACTORS),
+              "selection": "inner stratified k-fold CV on the training split, mean AUC",
+              }  # fmt: skip
+    result = {"env": C.env_info(), "config": config, "datasets": {}}
     for name in args.datasets:
         X, y = load_keel(name)
         sss = StratifiedShuffleSplit(args.splits, test_size=0.25, random_state=args.seed)
         splits = []
         for k, (tr, te) in enumerate(sss.split(X, y)):
             splits.append(run_split(X, y, tr, te, args, k))
-            print(
-                f"{name} split {k}: "
-                + ", ".join(
-                    f"{m} {v['test_auc'] * 100:.1f}" for m, v in splits[-1].items() if m != "sizes"
-                ),
-                flush=True,
-            )
-        n_pos = int((y == 1).sum())
+            aucs = ", ".join(f"{m} {v['test_auc'] * 100:.1f}" for m, v in splits[-1].items()
+                             if m != "sizes")  # fmt: skip
+            print(f"{name} split {k}: {aucs}", flush=True)
         result["datasets"][name] = {
-            "n": int(X.shape[0]),
-            "d": int(X.shape[1]),
-            "n_pos": n_pos,
-            "n_train": splits[0]["sizes"]["n_train"],
-            "n_test": splits[0]["sizes"]["n_test"],
-            "n_pos_train": splits[0]["sizes"]["n_pos_train"],
+            "n": int(X.shape[0]), "d": int(X.shape[1]), "n_pos": int((y == 1).sum()),
+            **{k: splits[0]["sizes"][k] for k in ("n_train", "n_test", "n_pos_train")},
             "splits": splits,
-            "summary": summarise(name, splits, [m for m in args.methods if m in splits[0]]),
-        }
-
+            "summary": summarise(splits, [m for m in args.methods if m in splits[0]]),
+        }  # fmt: skip
     if args.scale_sizes:
         result["scaling"] = run_scaling(args)
-
     path = C.write_json(args.out, result)
-    env = result["env"]
-    print(
-        f"\nMIBC vs class-weighted linear SVM — {env['device_kind']} ({env['platform']}), "
-        f"jax {env['jax']}, {env['cpu_count']} CPUs; test AUC mean ± s.e. over "
-        f"{args.splits} splits; fit = median of {args.repeats} refits (compiled)\n"
-    )
-    cols = ("AUC", "Δ vs svm", "fit", "speed-up", "per-round", "select")
-    head = f"{'data':<10} {'method':<10} " + " ".join(
-        f"{c:>{w}}" for c, w in zip(cols, (12, 9, 9, 9, 9, 9), strict=True)
-    )
-    print(head)
-    print("-" * len(head))
-    for name, ds in result["datasets"].items():
-        for m, r in ds["summary"].items():
-            delta = f"{r['auc_minus_svm']:+.1f}" if "auc_minus_svm" in r else "-"
-            speed = f"{r['fit_speedup_vs_svm']:.2f}x" if "fit_speedup_vs_svm" in r else "-"
-            rnd = (
-                f"{r['fit_speedup_per_round_median']:.2f}x"
-                if "fit_speedup_per_round_median" in r
-                else "-"
-            )
-            print(
-                f"{name:<10} {m:<10} {r['test_auc_mean']:6.1f} ± {r['test_auc_se']:3.1f} "
-                f"{delta:>9} {C.fmt_seconds(r['fit_median_s']):>9} {speed:>9} {rnd:>9} "
-                f"{C.fmt_seconds(r['select_median_s']):>9}"
-            )
-    done = {
-        name: ds["summary"]["mibc"]["within_2_points"]
-        for name, ds in result["datasets"].items()
-        if "within_2_points" in ds["summary"].get("mibc", {})
-    }
-    if done:
-        print(
-            "\ndone-when (mibc AUC >= svm-w AUC - 2 points): "
-            + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in done.items())
-        )
+    print_summary(result, args)
     print(f"\nwrote {path}")
+    if args.save:
+        print(f"saved to {C.write_json(C.RESULTS_DIR / args.out.name, result)}")
     return result
 
 
