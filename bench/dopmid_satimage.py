@@ -22,15 +22,11 @@ Rows of the table:
   loss separates over rows, so DOPMID-AM is a reweighted hinge SVM in disguise).
 
 Run ``python bench/dopmid_satimage.py`` (float64, single-threaded BLAS; see the note at the
-imports) or ``--quick``.
-Writes ``bench/out/dopmid_satimage.json`` and prints a table: mean ± standard error over splits
-of test AM, QM and F1, the AM gain over ``LinearSVC()``, chosen C, cutting-plane iterations and
-the median refit time over splits (the first refit of each method includes compilation).
+imports) or ``--quick``. The first refit of each method includes compilation.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -38,100 +34,78 @@ import warnings
 from pathlib import Path
 
 # The working-set QP factorises small (K x K) matrices many times; a multi-threaded BLAS on a
-# shared, oversubscribed CPU made a 256 x 256 Cholesky take 0.5-1 s instead of 4 ms here.
+# shared, oversubscribed CPU made a 256 x 256 Cholesky take 0.5-1 s instead of 4 ms here. Set
+# before numpy (and scipy) load their BLAS, so it holds for every library that brings one.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
 
+import _common as C
 import jax
 import numpy as np
-
-# main() switches x64 on (the float64 run); importing this module leaves it as it is.
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _common import OUT_DIR, env_info, fmt_seconds, time_median, write_json
 
 from jaxrank import datasets, metrics
 from jaxrank.dopmid import fit_dopmid, most_violated, solve_qp
 from jaxrank.fit import ConvergenceWarning
 
+NAME = "dopmid_satimage"
 GRID_SUM = [1e-7, 1e-6, 1e-5, 1e-4]
 GRID_BALANCED = [0.1, 1.0, 10.0, 100.0]
 GRID_SVC = [0.01, 0.1, 1.0]
-
-
-def standardise(Xtr, Xte):
-    mu, sd = Xtr.mean(0), Xtr.std(0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (Xtr - mu) / sd, (Xte - mu) / sd
+# name: (measure / class weight, DOPMID feature map (None: LinearSVC), bias, C grid); --quick
+# runs the first three
+METHODS = {
+    "LinearSVC()": (None, None, 0.0, [1.0]),
+    "DOPMID-AM": ("am", "sum", 0.0, GRID_SUM),
+    "DOPMID-QM": ("qm", "sum", 0.0, GRID_SUM),
+    "DOPMID-AM balanced+b": ("am", "balanced", 1.0, GRID_BALANCED),
+    "DOPMID-AM sum+b": ("am", "sum", 1.0, GRID_SUM),
+    "LinearSVC balanced": ("balanced", None, 0.0, GRID_SVC),
+}
+# Seed 004 Sec. 4.2.1: the AM gain over SVMHinge on satimage, relative (DOPMID-AM +32.21 %,
+# DOPMID-QM +33.80 %); the paper gives no gain for the other rows.
+PAPER_AM_GAIN_REL = {"DOPMID-AM": 0.3221, "DOPMID-QM": 0.3380}
 
 
 def scores(y, f):
-    f = np.asarray(f)
-    return {
-        "am": float(metrics.am(y, f)),
-        "qm": float(metrics.qm(y, f)),
-        "f1": float(metrics.f1(y, f)),
-    }
+    return {k: float(getattr(metrics, k)(y, np.asarray(f))) for k in ("am", "qm", "f1")}
 
 
-def dopmid_method(measure, feature_map, bias, grid):
-    def make(C):
-        def fit(X, y):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConvergenceWarning)
-                # the grids are on the seed's scale of C (issue 17 made C_scale="svc" the
-                # default): "paper" keeps this table's meaning
-                m = fit_dopmid(
-                    X, y, C, measure=measure, feature_map=feature_map, bias=bias, C_scale="paper"
-                )
-            info = {
-                "iterations": int(m.info.iterations),
-                "n_planes": int(m.info.n_planes),
-                "status": int(m.info.status),
-                "violation": float(m.info.violation),
-                "slack": float(m.info.slack),
-                "warnings": len(caught),
-            }
-            return m.decision_function, info
+def fit_method(name: str, C_: float, X, y):
+    """``(decision_function, info)`` of method ``name`` fitted at ``C_``."""
+    what, feature_map, bias, _ = METHODS[name]
+    if feature_map is None:
+        from sklearn.svm import LinearSVC
 
-        return fit
-
-    return {"grid": grid, "make": make, "select_by": measure}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning
+            return LinearSVC(C=C_, class_weight=what, max_iter=10000).fit(
+                X, y
+            ).decision_function, {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        # the grids are on the seed's scale of C (issue 17 made C_scale="svc" the default):
+        # "paper" keeps this table's meaning
+        m = fit_dopmid(X, y, C_, measure=what, feature_map=feature_map, bias=bias, C_scale="paper")
+    info = {k: int(getattr(m.info, k)) for k in ("iterations", "n_planes", "status")}
+    info.update(violation=float(m.info.violation), slack=float(m.info.slack))
+    return m.decision_function, {**info, "warnings": len(caught)}
 
 
-def svc_method(class_weight, grid):
-    from sklearn.svm import LinearSVC
-
-    def make(C):
-        def fit(X, y):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning
-                m = LinearSVC(C=C, class_weight=class_weight, max_iter=10000).fit(X, y)
-            return m.decision_function, {}
-
-        return fit
-
-    return {"grid": grid, "make": make, "select_by": "am"}
-
-
-def choose_C(method, X, y, folds, seed):
+def choose_C(name, X, y, folds, seed):
+    """C by ``folds``-fold CV on the measure the method optimises (ties: the smaller C)."""
     from sklearn.model_selection import StratifiedKFold
 
-    grid = method["grid"]
+    grid, measure = METHODS[name][3], METHODS[name][0] if METHODS[name][1] else "am"
     if len(grid) == 1:
         return grid[0], {}
-    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
     table = {}
-    for C in grid:
+    for C_ in grid:
         vals = []
-        for tr, va in cv.split(X, y):
-            Xtr, Xva = standardise(X[tr], X[va])
-            decide, _ = method["make"](C)(Xtr, y[tr])
-            vals.append(scores(y[va], decide(Xva))[method["select_by"]])
-        table[C] = float(np.mean(vals))
-    best = max(grid, key=lambda c: (table[c], -c))  # ties: the smaller C
-    return best, table
+        for tr, va in StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y):
+            Xtr, Xva = C.standardise(X[tr], X[va])
+            vals.append(scores(y[va], fit_method(name, C_, Xtr, y[tr])[0](Xva))[measure])
+        table[C_] = float(np.mean(vals))
+    return max(grid, key=lambda c: (table[c], -c)), table
 
 
 def measure_timings(X, y, seed):
@@ -140,48 +114,43 @@ def measure_timings(X, y, seed):
     from sklearn.svm import LinearSVC
 
     tr, _ = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=seed).split(X, y))
-    Xtr, _ = standardise(X[tr], X[tr])
-    ytr = y[tr]
-    out = {}
+    (Xtr,), ytr = C.standardise(X[tr]), y[tr]
+    (n, d), out = Xtr.shape, {}
+
+    def timed(name, fn, what, repeats=3):
+        out[name] = {**C.time_median(fn, repeats=repeats), "what": what}
+
     for measure in ("am", "qm"):
         kw = dict(measure=measure, feature_map="sum", C_scale="paper")  # the seed's setting
         m = fit_dopmid(Xtr, ytr, 1e-5, **kw)  # compile every buffer size it needs
-        t = time_median(lambda kw=kw: fit_dopmid(Xtr, ytr, 1e-5, **kw).coef, repeats=3)
-        t["what"] = f"C=1e-5, {int(m.info.iterations)} iterations, {Xtr.shape[0]} rows"
-        out[f"fit DOPMID-{measure.upper()}"] = t
-    t = time_median(lambda: LinearSVC().fit(Xtr, ytr).coef_, repeats=3)
-    t["what"] = "liblinear, baseline"
-    out["fit LinearSVC()"] = t
-    s = Xtr @ np.random.default_rng(seed).normal(size=Xtr.shape[1]) * 1e-4
-    for measure in ("am", "qm"):
-        t = time_median(
-            lambda measure=measure: most_violated(
-                s, ytr, measure=measure, feature_map="sum", C_scale="paper"
-            ),
-            repeats=10,
-        )
-        t["what"] = "thresholds, O(n)" if measure == "am" else "table, O(n log n + n+ n)"
-        out[f"most violated {measure.upper()}"] = t
+        timed(f"fit DOPMID-{measure.upper()}", lambda kw=kw: fit_dopmid(Xtr, ytr, 1e-5, **kw).coef,
+              f"C=1e-5, {int(m.info.iterations)} iterations, {n} rows")  # fmt: skip
+    timed("fit LinearSVC()", lambda: LinearSVC().fit(Xtr, ytr).coef_, "liblinear, baseline")
+    s = Xtr @ np.random.default_rng(seed).normal(size=d) * 1e-4
+    for measure, what in (("am", "thresholds, O(n)"), ("qm", "table, O(n log n + n+ n)")):
+        kw = dict(measure=measure, feature_map="sum", C_scale="paper")
+        timed(f"most violated {measure.upper()}", lambda kw=kw: most_violated(s, ytr, **kw),
+              what, 10)  # fmt: skip
     rng = np.random.default_rng(seed)
     for K in (64, 256):
-        A = rng.normal(size=(Xtr.shape[1], K)) * 100.0  # rank d < K: singular, like the planes
+        A = rng.normal(size=(d, K)) * 100.0  # rank d < K: singular, like the planes
         G, delta = A.T @ A, rng.uniform(0, 1, K)
-        t = time_median(lambda G=G, delta=delta: solve_qp(G, delta, 1e-5).alpha, repeats=5)
-        t["what"] = f"K={K}, rank {Xtr.shape[1]}"
-        out[f"working-set QP K={K}"] = t
+        timed(f"working-set QP K={K}", lambda G=G, delta=delta: solve_qp(G, delta, 1e-5).alpha,
+              f"K={K}, rank {d}", 5)  # fmt: skip
     return out
 
 
-# Seed 004 Sec. 4.2.1: the AM gain over SVMHinge on satimage, relative (DOPMID-AM +32.21 %,
-# DOPMID-QM +33.80 %); the paper gives no gain for the other rows.
-PAPER_AM_GAIN_REL = {"DOPMID-AM": 0.3221, "DOPMID-QM": 0.3380}
-
-
 def markdown(result: dict) -> str:
-    """The result as markdown: per method test AM, QM, F1 (mean ± s.e.), the AM gain over
-    ``LinearSVC()`` (absolute and relative, seed 004's relative gain beside), chosen C,
-    cutting-plane iterations and median refit time; then the component timings."""
-    pr = result["protocol"]
+    """The table (seed 004's relative AM gain beside ours), then the component timings."""
+    pr, rows = result["protocol"], []
+    for name, s in result["summary"].items():
+        paper, it = PAPER_AM_GAIN_REL.get(name), s.get("iterations_median")
+        rows.append([name, *(f"{s[k]:.4f} ± {s[k + '_se']:.4f}" for k in ("am", "qm", "f1")),
+                     f"{s['am_gain']:+.4f}", f"{100 * s['am_gain_rel']:+.1f} %",
+                     "-" if paper is None else f"+{100 * paper:.2f} %",
+                     ", ".join(f"{c:.0e}" for c in sorted(set(s["C"]))),
+                     "-" if it is None else f"{it:.0f}",
+                     C.fmt_seconds(s["fit_s_median"])])  # fmt: skip
     lines = [
         f"KEEL satimage, {pr['splits']} stratified 75/25 splits, C by {pr['inner_cv_folds']}-fold "
         "CV on the training split (maximising the method's measure); mean ± s.e. over splits. "
@@ -190,153 +159,103 @@ def markdown(result: dict) -> str:
         "of each method compiles). Done-when: DOPMID-AM gain ≥ 0.10 → "
         f"**{'met' if result.get('done_when_met') else 'NOT met'}**.",
         "",
-        "| method | AM | QM | F1 | AM gain | AM gain, relative | paper (seed 004) "
-        "| C chosen | iterations | fit (median) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
-    ]
-    for name, s in result["summary"].items():
-        Cs = ", ".join(f"{c:.0e}" for c in sorted(set(s["C"])))
-        paper = PAPER_AM_GAIN_REL.get(name)
-        it = s.get("iterations_median")
-        paper = "-" if paper is None else f"+{100 * paper:.2f} %"
-        lines.append(
-            f"| {name} | {s['am']:.4f} ± {s['am_se']:.4f} | {s['qm']:.4f} ± {s['qm_se']:.4f} "
-            f"| {s['f1']:.4f} ± {s['f1_se']:.4f} | {s['am_gain']:+.4f} "
-            f"| {100 * s['am_gain_rel']:+.1f} % | {paper} "
-            f"| {Cs} | {'-' if it is None else f'{it:.0f}'} | {fmt_seconds(s['fit_s_median'])} |"
-        )
+        *C.md_table("method | AM | QM | F1 | AM gain | AM gain, relative | paper (seed 004) | "
+                    "C chosen | iterations | fit (median)", rows, "lrrrrrrlrr"),
+    ]  # fmt: skip
     if result.get("timings"):
-        lines += [
-            "",
-            "Compiled timings on the first training split (median of repeats after a warm-up):",
-            "",
-            "| what | median | detail |",
-            "|---|---:|---|",
-        ]
-        for name, t in result["timings"].items():
-            lines.append(f"| {name} | {fmt_seconds(t['median'])} | {t.get('what', '')} |")
+        lines += ["", "Compiled timings on the first training split (median of repeats after a "
+                  "warm-up):", "", *C.md_table("what | median | detail", [
+                      [n, C.fmt_seconds(t["median"]), t.get("what", "")]
+                      for n, t in result["timings"].items()], "lr")]  # fmt: skip
     return "\n".join(lines)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--splits", type=int, default=5)
-    ap.add_argument("--folds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="2 splits, 2 folds, no extra rows")
-    ap.add_argument("--out", default=str(OUT_DIR / "dopmid_satimage.json"))
-    args = ap.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
-    if args.quick:
-        args.splits, args.folds = 2, 2
-
-    from sklearn.model_selection import StratifiedShuffleSplit
-
-    X, y = datasets.load_keel("satimage")
-    methods = {
-        "LinearSVC()": svc_method(None, [1.0]),
-        "DOPMID-AM": dopmid_method("am", "sum", 0.0, GRID_SUM),
-        "DOPMID-QM": dopmid_method("qm", "sum", 0.0, GRID_SUM),
-    }
-    if not args.quick:
-        methods["DOPMID-AM balanced+b"] = dopmid_method("am", "balanced", 1.0, GRID_BALANCED)
-        methods["DOPMID-AM sum+b"] = dopmid_method("am", "sum", 1.0, GRID_SUM)
-        methods["LinearSVC balanced"] = svc_method("balanced", GRID_SVC)
-
-    sss = StratifiedShuffleSplit(args.splits, test_size=0.25, random_state=args.seed)
-    results = {name: [] for name in methods}
-    for split, (tr, te) in enumerate(sss.split(X, y)):
-        Xtr, Xte = standardise(X[tr], X[te])
-        for name, method in methods.items():
-            t0 = time.perf_counter()
-            C, table = choose_C(method, X[tr], y[tr], args.folds, args.seed + split)
-            t_select = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            decide, info = method["make"](C)(Xtr, y[tr])
-            f = np.asarray(decide(Xte))
-            t_fit = time.perf_counter() - t0
-            row = {"split": split, "C": C, "cv": table, "fit_s": t_fit, "select_s": t_select}
-            row.update(scores(y[te], f), **info)
-            results[name].append(row)
-            print(
-                f"split {split} {name:22s} C={C:<8.2g} AM={row['am']:.4f} QM={row['qm']:.4f} "
-                f"F1={row['f1']:.4f} iters={info.get('iterations', '-')} fit={t_fit:.2f}s",
-                flush=True,
-            )
-
-    timings = measure_timings(X, y, args.seed)
+def summarise(results: dict) -> dict:
     base = np.array([r["am"] for r in results["LinearSVC()"]])
     summary = {}
     for name, rows in results.items():
-        s = {}
+        col, s = lambda k: np.array([r[k] for r in rows]), {}  # noqa: B023
         for k in ("am", "qm", "f1"):
-            v = np.array([r[k] for r in rows])
-            s[k] = float(v.mean())
-            s[k + "_se"] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else 0.0
-        gain = np.array([r["am"] for r in rows]) - base
-        s["am_gain"] = float(gain.mean())
-        s["am_gain_min"] = float(gain.min())
-        s["am_gain_rel"] = float(np.mean([r["am"] for r in rows]) / base.mean() - 1)
-        s["fit_s_median"] = float(np.median([r["fit_s"] for r in rows]))
-        s["C"] = [r["C"] for r in rows]
+            s[k], se = C.mean_se(col(k))
+            s[k + "_se"] = se if len(rows) > 1 else 0.0
+        gain = col("am") - base
+        s.update(am_gain=float(gain.mean()), am_gain_min=float(gain.min()),
+                 am_gain_rel=float(col("am").mean() / base.mean() - 1),
+                 fit_s_median=float(np.median(col("fit_s"))), C=[r["C"] for r in rows])  # fmt: skip
         if "iterations" in rows[0]:
-            s["iterations_median"] = float(np.median([r["iterations"] for r in rows]))
+            s["iterations_median"] = float(np.median(col("iterations")))
             s["statuses"] = [r["status"] for r in rows]
         summary[name] = s
+    return summary
 
-    print()
+
+def main(argv=None):
+    p = C.parser(NAME, __doc__, "2 splits, 2 folds, no extra rows", seed=0)
+    p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--folds", type=int, default=3)
+    args = p.parse_args(argv)
+    jax.config.update("jax_enable_x64", True)
+    if args.quick:
+        args.splits, args.folds = 2, 2
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    X, y = datasets.load_keel("satimage")
+    methods = list(METHODS)[: 3 if args.quick else None]
+    sss = StratifiedShuffleSplit(args.splits, test_size=0.25, random_state=args.seed)
+    results = {name: [] for name in methods}
+    for split, (tr, te) in enumerate(sss.split(X, y)):
+        Xtr, Xte = C.standardise(X[tr], X[te])
+        for name in methods:
+            t0 = time.perf_counter()
+            C_, table = choose_C(name, X[tr], y[tr], args.folds, args.seed + split)
+            t1 = time.perf_counter()
+            decide, info = fit_method(name, C_, Xtr, y[tr])
+            f = np.asarray(decide(Xte))
+            row = {"split": split, "C": C_, "cv": table, "fit_s": time.perf_counter() - t1,
+                   "select_s": t1 - t0, **scores(y[te], f), **info}  # fmt: skip
+            results[name].append(row)
+            print(f"split {split} {name:22s} C={C_:<8.2g} AM={row['am']:.4f} QM={row['qm']:.4f} "
+                  f"F1={row['f1']:.4f} iters={info.get('iterations', '-')} "
+                  f"fit={row['fit_s']:.2f}s", flush=True)  # fmt: skip
+
+    timings = measure_timings(X, y, args.seed)
+    summary = summarise(results)
     print(
-        f"satimage: {X.shape[0]} rows, {X.shape[1]} features, {int((y == 1).sum())} rare; "
+        f"\nsatimage: {X.shape[0]} rows, {X.shape[1]} features, {int((y == 1).sum())} rare; "
         f"{args.splits} stratified 75/25 splits, C by {args.folds}-fold CV on the training split"
     )
-    head = (
-        f"| {'method':22s} | {'AM':>13s} | {'QM':>13s} | {'F1':>13s} | {'AM gain':>15s} "
-        f"| {'C chosen':>18s} | {'iters':>5s} | {'fit':>8s} |"
-    )
+    head = (f"| {'method':22s} | {'AM':>13s} | {'QM':>13s} | {'F1':>13s} | {'AM gain':>15s} "
+            f"| {'C chosen':>18s} | {'iters':>5s} | {'fit':>8s} |")  # fmt: skip
     print(head)
-    print("|" + "|".join("-" * (len(c) + 0) for c in head.split("|")[1:-1]) + "|")
+    print("|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|")
     for name, s in summary.items():
         Cs = ",".join(f"{c:.0e}" for c in sorted(set(s["C"])))
         gain = f"{s['am_gain']:+.4f} ({s['am_gain_rel']:+.0%})"
         iters = f"{s['iterations_median']:.0f}" if "iterations_median" in s else "-"
-        print(
-            f"| {name:22s} | {s['am']:.4f}±{s['am_se']:.4f} | {s['qm']:.4f}±{s['qm_se']:.4f} "
-            f"| {s['f1']:.4f}±{s['f1_se']:.4f} | {gain:>15s} "
-            f"| {Cs:>18s} | {iters:>5s} | {fmt_seconds(s['fit_s_median']):>8s} |"
-        )
-    print()
-    print("Compiled timings on the first training split (median of repeats after a warm-up):")
+        print(f"| {name:22s} | {s['am']:.4f}±{s['am_se']:.4f} | {s['qm']:.4f}±{s['qm_se']:.4f} "
+              f"| {s['f1']:.4f}±{s['f1_se']:.4f} | {gain:>15s} "
+              f"| {Cs:>18s} | {iters:>5s} | {C.fmt_seconds(s['fit_s_median']):>8s} |")  # fmt: skip
+    print("\nCompiled timings on the first training split (median of repeats after a warm-up):")
     for name, t in timings.items():
         extra = f" ({t['what']})" if "what" in t else ""
-        print(f"  {name:34s} {fmt_seconds(t['median']):>9s}{extra}")
-    done = summary["DOPMID-AM"]["am_gain"] >= 0.10
-    print(
-        f"\ndone-when (DOPMID-AM AM >= LinearSVC() AM + 0.10, mean over splits): "
-        f"{'MET' if done else 'NOT MET'} (gain {summary['DOPMID-AM']['am_gain']:+.4f}, "
-        f"smallest per split {summary['DOPMID-AM']['am_gain_min']:+.4f}; seed 004: +32 %)"
-    )
-    out = write_json(
-        args.out,
-        {
-            "bench": "dopmid_satimage",
-            "env": env_info(),
-            "protocol": {
-                "data": "KEEL satimage via jaxrank.datasets.load_keel",
-                "splits": args.splits,
-                "test_size": 0.25,
-                "seed": args.seed,
-                "inner_cv_folds": args.folds,
-                "standardise": "on each training split / inner training fold",
-                "grids": {"sum": GRID_SUM, "balanced": GRID_BALANCED, "svc": GRID_SVC},
-                "dopmid": {"tol": 1e-3, "dtype": "float64"},
-            },
-            "summary": summary,
-            "timings": timings,
-            "results": results,
-            "done_when_met": bool(done),
-        },
-    )
-    print(f"wrote {out}")
+        print(f"  {name:34s} {C.fmt_seconds(t['median']):>9s}{extra}")
+    gain = summary["DOPMID-AM"]["am_gain"]
+    done = gain >= 0.10
+    print(f"\ndone-when (DOPMID-AM AM >= LinearSVC() AM + 0.10, mean over splits): "
+          f"{'MET' if done else 'NOT MET'} (gain {gain:+.4f}, smallest per split "
+          f"{summary['DOPMID-AM']['am_gain_min']:+.4f}; seed 004: +32 %)")  # fmt: skip
+    protocol = {
+        "data": "KEEL satimage via jaxrank.datasets.load_keel", "splits": args.splits,
+        "test_size": 0.25, "seed": args.seed, "inner_cv_folds": args.folds,
+        "standardise": "on each training split / inner training fold",
+        "grids": {"sum": GRID_SUM, "balanced": GRID_BALANCED, "svc": GRID_SVC},
+        "dopmid": {"tol": 1e-3, "dtype": "float64"},
+    }  # fmt: skip
+    result = {"bench": NAME, "env": C.env_info(), "protocol": protocol, "summary": summary,
+              "timings": timings, "results": results, "done_when_met": bool(done)}  # fmt: skip
+    print(f"wrote {C.write_json(args.out, result)}")
+    if args.save:
+        print(f"saved to {C.write_json(C.RESULTS_DIR / args.out.name, result)}")
 
 
 if __name__ == "__main__":
