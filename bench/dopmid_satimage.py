@@ -255,7 +255,7 @@ def main(argv=None):
               "timings": timings, "results": results, "done_when_met": bool(done)}  # fmt: skip
     print(f"wrote {C.write_json(args.out, result)}")
     if args.save:
-        print(f"saved to {C.write_json(C.RESULTS_DIR / args.out.name, result)}")
+        print(f"saved to {C.write_json(C.RESULTS_DIR / C.out_path(NAME, args.quick).name, result)}")
 
 
 if __name__ == "__main__":

@@ -345,7 +345,7 @@ def main(argv=None):
     print_summary(result, args)
     print(f"\nwrote {path}")
     if args.save:
-        print(f"saved to {C.write_json(C.RESULTS_DIR / args.out.name, result)}")
+        print(f"saved to {C.write_json(C.RESULTS_DIR / C.out_path(NAME, args.quick).name, result)}")
     return result
 
 
