@@ -65,10 +65,9 @@ SIZES = (1000, 1100, 1300, 1700, 2500)
 SELECT_SIZES = (1000, 5000)
 QUICK_SIZES = (200, 210)
 QUICK_SELECT_SIZES = (200,)
-BUCKET_RATIO = 2.0  # a new size inside a bucket: first call ≤ 2 × warm
-WARM_CACHE_RATIO = 2.0  # a second process's first fit ≤ 2 × warm
-SVC_RATIO = 3.0  # first-ever fit ≤ 3 × 16 SVC fits
-SELECT_SECONDS = 5.0  # select_lambda, 5 folds, m = 1000, empty cache
+# issue-16 limits (module docstring, Targets): new size in a bucket, second process, first fit
+# against 16 SVC fits (ratios), select_lambda with an empty cache (seconds)
+BUCKET_RATIO, WARM_CACHE_RATIO, SVC_RATIO, SELECT_SECONDS = 2.0, 2.0, 3.0, 5.0
 _CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "JAXRANK_NO_COMPILATION_CACHE")
 _EVENTS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace",
@@ -78,10 +77,8 @@ _EVENTS = {
 
 
 class _Compiles:
-    """JAX's compilation events (``jax.monitoring``) inside each :meth:`timed` call (module
-    docstring). Trace events nest (a jitted function called inside another is traced inside the
-    outer trace): each event is an interval ``[end − duration, end]`` and the seconds reported
-    are the length of the union of the intervals, never a double count."""
+    """JAX's compilation events inside :meth:`timed` calls (module docstring, "Compile vs run
+    time"); each event is the interval ``[end − duration, end]``: nested traces are unioned."""
 
     def __init__(self):
         self.intervals: list[tuple[float, float, str]] = []
@@ -118,12 +115,11 @@ class _Compiles:
         step = {"wall": wall, **step, "compile": compile_s, "run": wall - compile_s, "programs": n}
         return out, {**step, "loaded": hits, "compiled": n - hits}
 
-
-def _warm(counter: _Compiles, fn, repeats: int) -> dict:
-    runs = [counter.timed(fn)[1] for _ in range(repeats)]
-    walls = [r["wall"] for r in runs]
-    out = {"median": float(np.median(walls)), "min": float(np.min(walls)), "runs": walls}
-    return {**out, "programs": sum(r["programs"] for r in runs)}  # 0: nothing compiled on a repeat
+    def warm(self, fn, repeats: int) -> dict:
+        runs = [self.timed(fn)[1] for _ in range(repeats)]
+        walls = [r["wall"] for r in runs]
+        out = {"median": float(np.median(walls)), "min": float(np.min(walls)), "runs": walls}
+        return {**out, "programs": sum(r["programs"] for r in runs)}  # 0: a repeat compiles nothing
 
 
 def child(spec: dict) -> dict:
@@ -149,7 +145,7 @@ def child(spec: dict) -> dict:
             return sel.model.coef, sel.best_lam
 
         res, first = counter.timed(fn)
-        row = {"m": m, "first": first, "warm": _warm(counter, fn, spec["repeats"])}
+        row = {"m": m, "first": first, "warm": counter.warm(fn, spec["repeats"])}
         if kind == "fits":
             row["status"] = C.status_names(jaxrank.fit_rankrc(X, y, lams))
         else:
@@ -245,10 +241,6 @@ def _make_data(sizes, path: Path) -> dict:
     return arrays
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b <= 0 else a / b
-
-
 def same_buckets(m: int, m0: int, rho: float) -> bool:
     """Whether ``make_rare_class(m, rho)`` and ``make_rare_class(m0, rho)`` pad to the same class
     and basis sizes (:func:`jaxrank._buckets.bucket` of m+ = |R| and m−), i.e. share programs.
@@ -321,9 +313,11 @@ def run(args) -> dict:
     return result
 
 
-def _fmt_ratio(x: float | None) -> str:
-    if x is None:
+def _fmt_ratio(a: float | None, b: float | None = 1.0) -> str:
+    """``a / b`` as ``12×`` / ``1.2×`` / ``0.12×``; ``-`` without both or for ``b <= 0``."""
+    if a is None or b is None or b <= 0:
         return "-"
+    x = a / b
     return f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"
 
 
@@ -377,7 +371,7 @@ def markdown(result: dict) -> str:
         for row in r["fits"][phase]["fits"]:
             f, w = row["first"], row["warm"]["median"]
             s = svc.get(str(row["m"]), {}).get("median")
-            ratios = [_fmt_ratio(f["wall"] / w), f_(s), _fmt_ratio(_ratio(f["wall"], s))]
+            ratios = [_fmt_ratio(f["wall"], w), f_(s), _fmt_ratio(f["wall"], s)]
             rows.append(_step_cells(row["m"], phase, f, w) + ratios)
     lines += C.md_table(f"{head} | first / warm | 16 SVC-W | first / SVC", rows, "rlrrrrrrrr")
     if "warm" in r["fits"]:
@@ -401,7 +395,7 @@ def markdown(result: dict) -> str:
         for row in r["select"][phase]["select"]:
             f, w = row["first"], row["warm"]["median"]
             g = grid.get(str(row["m"]), {}).get("wall")
-            ratios = [f_(g), _fmt_ratio(_ratio(f["wall"], g)), _fmt_ratio(_ratio(w, g))]
+            ratios = [f_(g), _fmt_ratio(f["wall"], g), _fmt_ratio(w, g)]
             rows.append(_step_cells(row["m"], phase, f, w) + ratios)
     tail = "GridSearchCV | first / GridSearchCV | warm / GridSearchCV"
     lines += C.md_table(f"{head} | {tail}", rows, "rlrrrrrrrr")
