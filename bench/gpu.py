@@ -24,21 +24,8 @@ kernel with the paper's σ², float32, smoothed hinge ε = 0.5, tol 1e-6.
 Memory: ``device.memory_stats()`` (bytes in use, peak, limit) after each stage where the backend
 reports it (GPU/TPU; ``None`` on CPU), and the process's peak RSS. Each size runs in its own
 subprocess, so device peaks are per size; the parent process never initialises a backend (on a
-GPU it would take the memory the children need).
-
-Timings: medians over repeats after a warm-up; the CPU machines are shared and noisy, compare
-ratios within a run.
-
-Usage::
-
-    python bench/gpu.py                  # sizes for the platform found
-    python bench/gpu.py --quick          # m = 2000 on CPU (CI smoke test); 10⁵ on a GPU
-    python bench/gpu.py --sizes 1000000 --repeats 5
-
-Writes ``bench/out/gpu.json`` (or ``--out``).
+GPU it would take the memory the children need). Writes ``bench/out/gpu.json`` (or ``--out``).
 """
-
-from __future__ import annotations
 
 import argparse
 import json
@@ -46,23 +33,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import _common as C
+import jax
+import jax.numpy as jnp
 import numpy as np
+import roofline as RL
 
-DTYPE = "float32"
-D = 40
-T_OVERLAP = 0.75
-SEED = 0
-EPS = 0.5
+import jaxrank
+from jaxrank import kernels
+from jaxrank.losses import smoothed_hinge
+
+DTYPE, D, T_OVERLAP, SEED, EPS = "float32", 40, 0.75, 0, 0.5
 LAM = 2.0**-8
 LAM_GRID = 2.0 ** np.arange(-20, 11, 2)
-CPU_SIZES = (2_000, 10_000)
-CPU_QUICK = (2_000,)
-GPU_SIZES = (100_000, 1_000_000, 2_000_000, 4_000_000)
-GPU_QUICK = (100_000,)
+CPU_SIZES, CPU_QUICK = (2_000, 10_000), (2_000,)
+GPU_SIZES, GPU_QUICK = (100_000, 1_000_000, 2_000_000, 4_000_000), (100_000,)
 
 # Nominal peak memory bandwidth (bytes/s) by device kind, first match wins; vendor datasheets.
 # Matched case-insensitively on substrings of ``device.device_kind``.
@@ -76,21 +63,14 @@ NOMINAL_PEAK = (
     (("a100", "pcie"), 1.935e12),  # A100 80 GB PCIe
     (("a100",), 2.039e12),  # A100 80 GB SXM4
 )
+#: products timed on the block and the reads of K each makes (for the bandwidth)
+PASSES = {"stream": 1, "Kv": 1, "gK": 1, "hvp": 2, "value_grad": 2}
 
 
 def nominal_peak(device_kind: str) -> float | None:
-    """Nominal peak memory bandwidth (bytes/s) of a device kind, ``None`` when unknown.
-
-    >>> nominal_peak("NVIDIA H100 80GB HBM3")
-    3350000000000.0
-    >>> nominal_peak("cpu") is None
-    True
-    """
+    """Nominal peak memory bandwidth (bytes/s) of a device kind, ``None`` when unknown."""
     kind = device_kind.lower()
-    for keys, peak in NOMINAL_PEAK:
-        if all(k in kind for k in keys):
-            return peak
-    return None
+    return next((peak for keys, peak in NOMINAL_PEAK if all(k in kind for k in keys)), None)
 
 
 def rho_for(m: int) -> float:
@@ -99,13 +79,9 @@ def rho_for(m: int) -> float:
 
 
 def plan(m: int, n_basis: int, budget: int) -> dict:
-    """Bytes a size needs on the device and whether it fits ``budget``.
-
-    The stored block (padded as the fit pads it), the rows twice (as given and reordered, both
-    on the device while the block is built) and ``K_RR`` with its preconditioner factor.
-    """
-    from jaxrank import kernels
-
+    """Bytes a size needs on the device and whether it fits ``budget``: the stored block (padded
+    as the fit pads it), the rows twice (as given and reordered, both on the device while the
+    block is built) and ``K_RR`` with its preconditioner factor."""
     item = np.dtype(DTYPE).itemsize
     rows, n_chunks = kernels.chunk_rows(m, n_basis, item, kernels.product_block(m))
     block = rows * n_chunks * n_basis * item
@@ -113,7 +89,10 @@ def plan(m: int, n_basis: int, budget: int) -> dict:
     return {"K_bytes": block, "need_bytes": need, "budget_bytes": budget, "fits": need <= budget}
 
 
-# ---------------------------------------------------------------------------- one size (child)
+def default_sizes(platform: str, quick: bool) -> list[int]:
+    """Small on CPU (kept tested), large on an accelerator."""
+    cpu = platform == "cpu"
+    return list((CPU_QUICK if quick else CPU_SIZES) if cpu else (GPU_QUICK if quick else GPU_SIZES))
 
 
 def _memory(dev) -> dict | None:
@@ -122,124 +101,84 @@ def _memory(dev) -> dict | None:
         stats = dev.memory_stats()
     except Exception:  # not implemented on every backend
         return None
-    if not stats:
-        return None
-    return {k: int(v) for k, v in stats.items() if isinstance(v, int | np.integer)}
+    ints = {k: int(v) for k, v in (stats or {}).items() if isinstance(v, int | np.integer)}
+    return ints if stats else None
 
 
-def _timed_fit(fn, repeats: int, budget: float) -> tuple[object, dict]:
-    """First call (with compile), then the median of up to ``repeats`` more within ``budget`` s
-    (at least one); warnings recorded (as ``bench/core.py``)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+def _timed_fit(fn, repeats: int, budget: float) -> tuple[object, dict, dict]:
+    """The model, its timing: the first call (with compile), then the median of up to
+    ``repeats`` more within ``budget`` s (at least one), warnings recorded; and its info."""
+    with C.caught_warnings() as caught:
         out, first = C.time_first(fn)
         n = max(1, min(repeats, int(budget // max(first, 1e-9))))
-        timing = C.time_median(fn, repeats=n, warmup=0)
-    msgs = sorted({str(w.message) for w in caught})
-    return out, {"first": first, **timing, "repeats": n, "warnings": msgs}
-
-
-def _info(model) -> dict:
-    import jaxrank
-
-    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
-    status = np.atleast_1d(np.asarray(model.info.status))
-    names = [jaxrank.Status(int(s)).name for s in status]
-    info["status"] = names if np.ndim(model.info.status) else names[0]
-    return info
+        timing = {"first": first, **C.time_median(fn, repeats=n, warmup=0), "repeats": n}
+    timing["warnings"] = sorted({str(w.message) for w in caught})
+    info = {k: np.asarray(v).tolist() for k, v in out.info._asdict().items()}
+    return out, timing, {**info, "status": C.status_names(out)}
 
 
 def run_size(m: int, repeats: int, budget_s: float) -> dict:
     """Plan, fit, grid and Hv-vs-stream for one size, with memory after each stage."""
-    import jax
-    import jax.numpy as jnp
-    import roofline as RL
-
-    import jaxrank
-    from jaxrank import kernels
-    from jaxrank.losses import smoothed_hinge
-
-    t0 = time.perf_counter()
-    dev = jax.devices()[0]
-    rho = rho_for(m)
+    t0, dev, rho = time.perf_counter(), jax.devices()[0], rho_for(m)
     X, y = jaxrank.datasets.make_rare_class(m, rho, T_OVERLAP, d=D, seed=SEED)
     X = ((X - X.mean(axis=0)) / X.std(axis=0)).astype(DTYPE)
     pos = np.asarray(y) == 1
     n_pos = int(pos.sum())
     res = {"m": m, "rho": rho, "m_pos": n_pos, "d": D, "dtype": DTYPE}
-    res["plan"] = plan(m, n_pos, kernels.default_memory_budget(dev))
+    res["plan"] = p = plan(m, n_pos, kernels.default_memory_budget(dev))
     res["memory"] = {"start": _memory(dev)}
-    if not res["plan"]["fits"]:
-        res["skipped"] = (
-            f"needs {C.fmt_bytes(res['plan']['need_bytes'])} > memory budget "
-            f"{C.fmt_bytes(res['plan']['budget_bytes'])}"
-        )
-        return res
-
-    model, t = _timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats, budget_s)
-    res["fit"] = {"lam": LAM, "time": t, "info": _info(model)}
+    if not p["fits"]:
+        need, budget = C.fmt_bytes(p["need_bytes"]), C.fmt_bytes(p["budget_bytes"])
+        return {**res, "skipped": f"needs {need} > memory budget {budget}"}
+    done = lambda stage: print(f"  m = {m}: {stage} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    model, t, info = _timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats, budget_s)
+    res["fit"] = {"lam": LAM, "time": t, "info": info}
     res["memory"]["after_fit"] = _memory(dev)
-    print(f"  m = {m}: fit ({time.perf_counter() - t0:.1f} s)", flush=True)
-    grid, t = _timed_fit(lambda: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE), repeats, budget_s)
-    info = _info(grid)
-    res["grid"] = {
-        "lams": LAM_GRID.tolist(),
-        "path": "batch",
-        "time": t,
-        "info": info,
-        "grid/fit": t["median"] / res["fit"]["time"]["median"],
-        "newton_max": int(np.max(info["iterations"])),
-    }
+    done("fit")
+    grid, t, info = _timed_fit(lambda: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE), repeats, budget_s)
     del grid
+    res["grid"] = {"lams": LAM_GRID.tolist(), "path": "batch", "time": t, "info": info}
+    res["grid"]["grid/fit"] = t["median"] / res["fit"]["time"]["median"]
+    res["grid"]["newton_max"] = int(np.max(info["iterations"]))
     res["memory"]["after_grid"] = _memory(dev)
-    print(f"  m = {m}: grid ({time.perf_counter() - t0:.1f} s)", flush=True)
+    done("grid")
 
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    Xo = jnp.asarray(X[order])
-    block = kernels.product_block(m)
+    block, Xo = kernels.product_block(m), jnp.asarray(X[order])
     K = kernels.kernel_block(model.kernel, Xo, model.basis, padded=True, multiple=block)
     del Xo
-    blk = dict(
-        Krr=model.kernel(model.basis, model.basis), beta=model.coef, n_pos=n_pos,
-        n_neg=m - n_pos, block=block,
-        loss=jax.tree.map(lambda v: jnp.asarray(v, DTYPE), smoothed_hinge(EPS)),
-    )  # fmt: skip
+    loss = jax.tree.map(lambda v: jnp.asarray(v, DTYPE), smoothed_hinge(EPS))
+    blk = dict(Krr=model.kernel(model.basis, model.basis), beta=model.coef, block=block, loss=loss)
+    blk.update(n_pos=n_pos, n_neg=m - n_pos)
     tm = RL._timer(max(repeats, 5), 1.0)
     stream = tm(lambda: RL._stream(K))
     prod = RL.single_products(K, blk, tm)
-    nbytes = int(K.nbytes)
-    peak = nominal_peak(dev.device_kind)
-    bw = {
-        "stream": nbytes / stream,
-        "Kv": nbytes / prod["Kv"],
-        "gK": nbytes / prod["gK"],
-        "hvp": 2 * nbytes / prod["hvp"],
-        "value_grad": 2 * nbytes / prod["value_grad"],
-    }
-    res["products"] = {
+    times, nbytes, peak = {"stream": stream, **prod}, int(K.nbytes), nominal_peak(dev.device_kind)
+    bw = {k: n * nbytes / times[k] for k, n in PASSES.items()}
+    res["products"] = pr = {
         "K_bytes": nbytes,
         "stream": stream,
         "stream_what": "jnp.sum(K)",
         **prod,
-        "hvp/stream": prod["hvp"] / stream,
-        "hvp/(2*stream)": prod["hvp"] / (2 * stream),
-        "hvp/(Kv+gK)": prod["hvp"] / (prod["Kv"] + prod["gK"]),
-        "bandwidth_GBps": {k: v / 1e9 for k, v in bw.items()},
-        "nominal_peak_GBps": "unknown" if peak is None else peak / 1e9,
-        "peak_fraction": "unknown" if peak is None else {k: v / peak for k, v in bw.items()},
     }
-    res["memory"]["after_products"] = _memory(dev)
-    res["memory"]["peak_rss_bytes"] = C.peak_rss_bytes()
+    pr.update({"hvp/stream": prod["hvp"] / stream, "hvp/(2*stream)": prod["hvp"] / (2 * stream)})
+    pr["hvp/(Kv+gK)"] = prod["hvp"] / (prod["Kv"] + prod["gK"])
+    pr["bandwidth_GBps"] = {k: v / 1e9 for k, v in bw.items()}
+    pr["nominal_peak_GBps"] = "unknown" if peak is None else peak / 1e9
+    pr["peak_fraction"] = "unknown" if peak is None else {k: v / peak for k, v in bw.items()}
+    res["memory"].update(after_products=_memory(dev), peak_rss_bytes=C.peak_rss_bytes())
     res["seconds"] = time.perf_counter() - t0
-    print(f"  m = {m}: products ({res['seconds']:.1f} s)", flush=True)
+    done("products")
     return res
 
 
 def child_main(m: int, out: Path, repeats: int, budget_s: float) -> int:
-    import jax
-
     dev = jax.devices()[0]
-    res = {"env": C.env_info(), "device": _device(dev)}
+    device = {"platform": dev.platform, "device_kind": dev.device_kind}
+    device.update(memory_stats=_memory(dev), memory_budget_bytes=kernels.default_memory_budget(dev))
+    peak = nominal_peak(dev.device_kind)
+    device["nominal_peak_GBps"] = "unknown" if peak is None else peak / 1e9
+    res = {"env": C.env_info(), "device": device}
     try:
         res["result"] = run_size(m, repeats, budget_s)
     except Exception as e:  # e.g. out of device memory: report it with the sizes that ran
@@ -248,30 +187,11 @@ def child_main(m: int, out: Path, repeats: int, budget_s: float) -> int:
     return 0
 
 
-def _device(dev) -> dict:
-    from jaxrank import kernels
-
-    peak = nominal_peak(dev.device_kind)
-    return {
-        "platform": dev.platform,
-        "device_kind": dev.device_kind,
-        "memory_stats": _memory(dev),
-        "memory_budget_bytes": kernels.default_memory_budget(dev),
-        "nominal_peak_GBps": "unknown" if peak is None else peak / 1e9,
-    }
-
-
-# ---------------------------------------------------------------------------- parent
-
-
 def _probe() -> dict:
     """Platform and device of a fresh interpreter (the parent initialises no backend)."""
-    code = (
-        "import json, jax; d = jax.devices()[0]; "
-        "print(json.dumps({'platform': d.platform, 'device_kind': d.device_kind}))"
-    )
+    code = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return dict(zip(("platform", "device_kind"), out.stdout.strip().splitlines()[-2:], strict=True))
 
 
 def run_children(sizes: list[int], args) -> tuple[list[dict], dict | None, dict | None]:
@@ -291,36 +211,26 @@ def run_children(sizes: list[int], args) -> tuple[list[dict], dict | None, dict 
     return results, env, device
 
 
-def _s(x) -> str:
-    return C.fmt_seconds(x)
-
-
-HEADER = ["m", "m+", "K", "fit 1st", "fit", "Newton/CG", "grid 1st", "grid", "grid/fit",
-          "stream", "Hv", "Hv/2stream", "GB/s stream", "GB/s Hv", "peak frac Hv"]  # fmt: skip
+HEADER = (
+    "m | m+ | K | fit 1st | fit | Newton/CG | grid 1st | grid | grid/fit | stream | Hv | "
+    "Hv/2stream | GB/s stream | GB/s Hv | peak frac Hv"
+).split(" | ")
 
 
 def table_rows(results: list[dict]) -> list[list[str]]:
     """One row of :data:`HEADER` per size (a skipped or failed size says why in its last cell)."""
-    rows = []
+    rows, s = [], C.fmt_seconds
     for r in results:
         if "error" in r or "skipped" in r:
-            rows.append(
-                [str(r["m"])] + ["-"] * (len(HEADER) - 2) + [r.get("error", r.get("skipped"))]
-            )
+            rows.append([str(r["m"]), *["-"] * (len(HEADER) - 2), r.get("error", r.get("skipped"))])
             continue
         f, g, p = r["fit"], r["grid"], r["products"]
-        frac = p["peak_fraction"]
-        rows.append(
-            [
-                str(r["m"]), str(r["m_pos"]), C.fmt_bytes(p["K_bytes"]), _s(f["time"]["first"]),
-                _s(f["time"]["median"]),
-                f"{f['info']['iterations']}/{f['info']['cg_iterations']} {f['info']['status']}",
-                _s(g["time"]["first"]), _s(g["time"]["median"]), f"{g['grid/fit']:.2f}",
-                _s(p["stream"]), _s(p["hvp"]), f"{p['hvp/(2*stream)']:.2f}",
-                f"{p['bandwidth_GBps']['stream']:.1f}", f"{p['bandwidth_GBps']['hvp']:.1f}",
-                frac if frac == "unknown" else f"{frac['hvp']:.2f}",
-            ]
-        )  # fmt: skip
+        fi, frac, bw = f["info"], p["peak_fraction"], p["bandwidth_GBps"]
+        row = [str(r["m"]), str(r["m_pos"]), C.fmt_bytes(p["K_bytes"]), s(f["time"]["first"])]
+        row += [s(f["time"]["median"]), f"{fi['iterations']}/{fi['cg_iterations']} {fi['status']}"]
+        row += [s(g["time"]["first"]), s(g["time"]["median"]), f"{g['grid/fit']:.2f}"]
+        row += [s(p["stream"]), s(p["hvp"]), f"{p['hvp/(2*stream)']:.2f}", f"{bw['stream']:.1f}"]
+        rows.append([*row, f"{bw['hvp']:.1f}", frac if frac == "unknown" else f"{frac['hvp']:.2f}"])
     return rows
 
 
@@ -338,8 +248,7 @@ def print_all(results: list[dict], device: dict | None) -> None:
         print("\n" + _device_line(device))
     rows = table_rows(results)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
-    print("  ".join(h.rjust(w) for h, w in zip(HEADER, widths, strict=True)))
-    for r in rows:
+    for r in [HEADER, *rows]:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)))
     for r in results:
         for stage in ("fit", "grid"):
@@ -349,94 +258,50 @@ def print_all(results: list[dict], device: dict | None) -> None:
 
 def markdown(result: dict) -> str:
     """The RESULTS.md section of a saved run: device line, the table, first-call notes."""
-    env = result.get("env") or {}
-    lines = []
-    commit = env.get("git_commit")
-    if commit:
-        lines.append(f"Measured at commit `{commit[:7]}` on {env.get('time', '?')}.")
-        lines.append("")
+    env, lines = result.get("env") or {}, []
+    if commit := env.get("git_commit"):
+        lines += [f"Measured at commit `{commit[:7]}` on {env.get('time', '?')}.", ""]
     if result.get("device"):
-        lines.append(
-            _device_line(result["device"]) + f"; jax {env.get('jax', '?')}, "
-            f"{result['settings']['dtype']}, ρ per size {result['settings']['rho']}."
-        )
-        lines.append("")
-    lines.append("| " + " | ".join(HEADER) + " |")
-    lines.append("|" + "---|" * len(HEADER))
-    for row in table_rows(result["results"]):
-        lines.append("| " + " | ".join(row + ["-"] * (len(HEADER) - len(row))) + " |")
-    lines.append("")
-    lines.append(
+        s = result["settings"]
+        dev = f"{_device_line(result['device'])}; jax {env.get('jax', '?')}, {s['dtype']}"
+        lines += [f"{dev}, ρ per size {s['rho']}.", ""]
+    rows = [row + ["-"] * (len(HEADER) - len(row)) for row in table_rows(result["results"])]
+    lines += [
+        *C.md_table(HEADER, rows),
+        "",
         "`fit 1st` / `grid 1st`: the first call in a fresh process (XLA compilation included, "
         "empty persistent cache); `fit` / `grid`: median of the repeats after it. `Hv/2stream`: "
-        "one Hessian-vector product against two reads of the kernel block (`jnp.sum(K)`)."
-    )
+        "one Hessian-vector product against two reads of the kernel block (`jnp.sum(K)`).",
+    ]
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv=None):
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--sizes", type=int, nargs="+", default=None, help="m values (default: per platform)"
-    )
+    p.add_argument("--sizes", type=int, nargs="+", help="m values (default: per platform)")
     p.add_argument("--quick", action="store_true", help="the smallest size of the platform (CI)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
-    p.add_argument(
-        "--stage-budget",
-        type=float,
-        default=120.0,
-        help="seconds: fewer fit repeats (>= 1) when repeats x first call exceeds this",
-    )
+    budget = "seconds: fewer fit repeats (>= 1) when repeats x first call exceeds this"
+    p.add_argument("--stage-budget", type=float, default=120.0, help=budget)
     p.add_argument("--out", type=Path, default=C.OUT_DIR / "gpu.json", help="JSON output")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
-
-
-def default_sizes(platform: str, quick: bool) -> list[int]:
-    """Small on CPU (kept tested), large on an accelerator."""
-    if platform == "cpu":
-        return list(CPU_QUICK if quick else CPU_SIZES)
-    return list(GPU_QUICK if quick else GPU_SIZES)
-
-
-def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = p.parse_args(argv)
     if args.child is not None:
         return child_main(args.child, args.child_out, args.repeats, args.stage_budget)
-    t0 = time.perf_counter()
-    probe = _probe()
+    t0, probe = time.perf_counter(), _probe()
     sizes = args.sizes or default_sizes(probe["platform"], args.quick)
-    print(
-        f"jaxrank gpu bench: {probe['platform']} ({probe['device_kind']}), sizes {sizes}",
-        flush=True,
-    )
+    kind = f"{probe['platform']} ({probe['device_kind']})"
+    print(f"jaxrank gpu bench: {kind}, sizes {sizes}", flush=True)
     results, env, device = run_children(sizes, args)
     print_all(results, device)
-    report = {
-        "benchmark": "gpu",
-        "env": env,
-        "device": device,
-        "settings": {
-            "sizes": sizes,
-            "rho": {str(m): rho_for(m) for m in sizes},
-            "d": D,
-            "t": T_OVERLAP,
-            "seed": SEED,
-            "dtype": DTYPE,
-            "eps": EPS,
-            "lam": LAM,
-            "lam_grid": LAM_GRID.tolist(),
-            "repeats": args.repeats,
-            "stage_budget": args.stage_budget,
-            "quick": args.quick,
-            "nominal_peak_table_GBps": [
-                [list(k), None if v is None else v / 1e9] for k, v in NOMINAL_PEAK
-            ],
-        },
-        "results": results,
-        "seconds": time.perf_counter() - t0,
-    }
+    peaks = [[list(k), None if v is None else v / 1e9] for k, v in NOMINAL_PEAK]
+    settings = dict(sizes=sizes, rho={str(m): rho_for(m) for m in sizes}, d=D, t=T_OVERLAP)
+    settings.update(seed=SEED, dtype=DTYPE, eps=EPS, lam=LAM, lam_grid=LAM_GRID.tolist())
+    settings.update(repeats=args.repeats, stage_budget=args.stage_budget, quick=args.quick)
+    report = {"benchmark": "gpu", "env": env, "device": device}
+    report.update(settings={**settings, "nominal_peak_table_GBps": peaks}, results=results)
+    report["seconds"] = time.perf_counter() - t0
     path = C.write_json(args.out, report)
     print(f"\nwrote {path} ({report['seconds']:.0f} s)")
     return 0 if all("error" not in r for r in results) else 1

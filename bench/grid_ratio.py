@@ -7,115 +7,63 @@ import json
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import _common as C
+import jax
 import numpy as np
 
+import jaxrank
+
 LAMS = 2.0 ** np.arange(-20, 11, 2)
-STATUS_NAMES = {0: "CONVERGED", 1: "MAX_ITER", 2: "PRECISION", 3: "NONFINITE"}  # jaxrank.Status
+INFO = ("iterations", "cg_iterations", "status")
+HEAD = "repeat | batched grid | 16 separate fits | batched / separate"
+CPU_NOTE = "Process CPU time (all threads; less sensitive to other load on the machine):"
 
 
 def main(argv=None) -> dict:
-    import jax
-
-    import jaxrank
-
     argv = sys.argv[1:] if argv is None else argv
-    m = int(argv[0])
-    rho = float(argv[1])
+    m, rho, repeats = int(argv[0]), float(argv[1]), int(argv[2]) if len(argv) > 2 else 1
     X, y = jaxrank.datasets.make_rare_class(m, rho, 0.75, d=40, seed=0)
-    lams = LAMS
-
-    def batch():
-        mdl = jaxrank.fit_rankrc(X, y, lams)
-        jax.block_until_ready(mdl.coef)
-        return mdl
-
-    def seq():
-        out = []
-        for lam in lams:
-            mdl = jaxrank.fit_rankrc(X, y, lam)
-            jax.block_until_ready(mdl.coef)
-            out.append(mdl)
-        return out
-
+    fit = lambda lam: jax.block_until_ready(jaxrank.fit_rankrc(X, y, lam))
+    fits = {"batch": lambda: fit(LAMS), "seq": lambda: [fit(lam) for lam in LAMS]}
     warnings.simplefilter("ignore")
     res = {"m": m, "rho": rho, "device": str(jax.devices()[0]), "jax": jax.__version__}
-    res["env"] = C.env_info()
-    t = time.perf_counter()
-    batch()
-    res["batch_first"] = time.perf_counter() - t
-    t = time.perf_counter()
-    jaxrank.fit_rankrc(X, y, lams[0])
-    res["seq_compile_one"] = time.perf_counter() - t
+    res.update(env=C.env_info(), batch_first=C.time_first(fits["batch"])[1])
+    res["seq_compile_one"] = C.time_first(fit, LAMS[0])[1]
     # Wall time on a shared machine depends on the load at that moment; process CPU time (all
     # threads) depends much less on it, so both are recorded, and the order alternates per repeat.
-    tb, ts, cb, cs = [], [], [], []
-    for r in range(int(argv[2]) if len(argv) > 2 else 1):
+    res.update({k: [] for k in ("batch", "seq", "ratio", "batch_cpu", "seq_cpu", "ratio_cpu")})
+    models = {}
+    for r in range(repeats):
         for which in ("batch", "seq") if r % 2 == 0 else ("seq", "batch"):
             t, c = time.perf_counter(), time.process_time()
-            if which == "batch":
-                mb = batch()
-                tb.append(time.perf_counter() - t)
-                cb.append(time.process_time() - c)
-            else:
-                ms = seq()
-                ts.append(time.perf_counter() - t)
-                cs.append(time.process_time() - c)
-    res.update(batch=tb, seq=ts, ratio=[b / s for b, s in zip(tb, ts, strict=True)])
-    res.update(batch_cpu=cb, seq_cpu=cs, ratio_cpu=[b / s for b, s in zip(cb, cs, strict=True)])
-    res["batch_info"] = {
-        k: np.asarray(getattr(mb.info, k)).tolist()
-        for k in ("iterations", "cg_iterations", "status")
-    }
-    res["seq_info"] = {
-        k: [int(getattr(x.info, k)) for x in ms] for k in ("iterations", "cg_iterations", "status")
-    }
-    res["obj_rel_diff"] = float(
-        np.max(
-            np.abs(
-                np.asarray(mb.info.objective) / np.array([float(x.info.objective) for x in ms]) - 1
-            )
-        )
-    )
+            models[which] = fits[which]()
+            res[which].append(time.perf_counter() - t)
+            res[which + "_cpu"].append(time.process_time() - c)
+    for x in ("", "_cpu"):
+        res["ratio" + x] = [b / s for b, s in zip(res["batch" + x], res["seq" + x], strict=True)]
+    bi, si = models["batch"].info, [model.info for model in models["seq"]]
+    res["batch_info"] = {k: np.asarray(getattr(bi, k)).tolist() for k in INFO}
+    res["seq_info"] = {k: [int(getattr(i, k)) for i in si] for k in INFO}
+    rel = np.asarray(bi.objective) / np.array([float(i.objective) for i in si]) - 1
+    res["obj_rel_diff"] = float(np.max(np.abs(rel)))
     print(json.dumps(res))
-    json.dump(res, open(Path(__file__).parent / "out" / f"grid_{m}.json", "w"), indent=1)
+    C.write_json(C.OUT_DIR / f"grid_{m}.json", res)
     return res
 
 
-def markdown(result: dict) -> str:
-    """The result as markdown: batched grid vs separate fits per repeat, compile times and the
-    solver's steps and statuses per λ."""
-    r = result
+def markdown(r: dict) -> str:
     lines = [
         f"`make_rare_class(m = {r['m']:,}, ρ = {r['rho']:g}, t = 0.75, d = 40, seed = 0)`, "
         f"RankRC, float32, {len(r['batch'])} repeat(s) on {r['device']} (jax {r['jax']}). "
         "Batched = one `fit_rankrc` call over the 16-λ grid (log₂ λ = −20 … 10); separate = 16 "
         "`fit_rankrc` calls, same λ, same run. Both compiled before the timed repeats. No paper "
         "number (seed 000 fits its grid by warm starts, one λ at a time).",
-        "",
-        "| repeat | batched grid | 16 separate fits | batched / separate |",
-        "|---:|---:|---:|---:|",
     ]
-    for i, (b, s, q) in enumerate(zip(r["batch"], r["seq"], r["ratio"], strict=True)):
-        lines.append(f"| {i + 1} | {b:.1f} s | {s:.1f} s | **{q:.2f}** |")
-    if "ratio_cpu" in r:
-        lines += [
-            "",
-            "Process CPU time (all threads; less sensitive to other load on the machine):",
-            "",
-            "| repeat | batched grid | 16 separate fits | batched / separate |",
-            "|---:|---:|---:|---:|",
-        ]
-        for i, (b, s, q) in enumerate(
-            zip(r["batch_cpu"], r["seq_cpu"], r["ratio_cpu"], strict=True)
-        ):
-            lines.append(f"| {i + 1} | {b:.1f} s | {s:.1f} s | **{q:.2f}** |")
-    bi, si = r["batch_info"], r["seq_info"]
-    names = lambda codes: ", ".join(
-        f"{STATUS_NAMES.get(c, c)} × {codes.count(c)}" for c in sorted(set(codes))
-    )
+    for x in ("", "_cpu") if "ratio_cpu" in r else ("",):  # wall time, then CPU time
+        runs = enumerate(zip(*(r[k + x] for k in ("batch", "seq", "ratio")), strict=True))
+        rows = [[i + 1, f"{b:.1f} s", f"{s:.1f} s", f"**{q:.2f}**"] for i, (b, s, q) in runs]
+        lines += [*(["", CPU_NOTE] if x else []), "", *C.md_table(HEAD, rows, "rrrr")]
     lines += [
         "",
         f"First batched call (compilation included): {r['batch_first']:.1f} s; first separate "
@@ -124,11 +72,12 @@ def markdown(result: dict) -> str:
         "",
         "| | Newton steps (max / sum) | CG steps (max / sum) | statuses |",
         "|---|---:|---:|---|",
-        f"| batched | {max(bi['iterations'])} / {sum(bi['iterations'])} "
-        f"| {max(bi['cg_iterations'])} / {sum(bi['cg_iterations'])} | {names(bi['status'])} |",
-        f"| separate | {max(si['iterations'])} / {sum(si['iterations'])} "
-        f"| {max(si['cg_iterations'])} / {sum(si['cg_iterations'])} | {names(si['status'])} |",
     ]
+    for who, info in (("batched", r["batch_info"]), ("separate", r["seq_info"])):
+        codes = info["status"]
+        st = ", ".join(f"{jaxrank.Status(c).name} × {codes.count(c)}" for c in sorted(set(codes)))
+        steps = " | ".join(f"{max(info[k])} / {sum(info[k])}" for k in INFO[:2])
+        lines.append(f"| {who} | {steps} | {st} |")
     return "\n".join(lines)
 
 

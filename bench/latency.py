@@ -40,16 +40,10 @@ Targets (issue 16, checked in ``targets``): a new size inside a bucket costs ≤
 the second process's first fit at m = 1000 ≤ 2× warm; the first-ever fit at m = 1000 ≤ 3× the
 16 SVC fits; ``select_lambda`` at m = 1000 with an empty cache ≤ 5 s.
 
-Usage::
-
-    python bench/latency.py             # full size (~10 minutes on the 2-core CPU)
-    python bench/latency.py --quick     # small sizes, no demo and no 'off' phase (CI, < 60 s)
-
-Writes ``bench/out/latency.json`` (or ``--out``) and prints the table. Runs unchanged on CPU and
-GPU (the scikit-learn baseline always runs on the host CPU).
+Full size takes ~10 minutes on the 2-core CPU; ``--quick``: small sizes, no demo and no 'off'
+phase (CI, < 60 s). Runs unchanged on CPU and GPU (the scikit-learn baseline always runs on the
+host CPU).
 """
-
-from __future__ import annotations
 
 import argparse
 import json
@@ -59,9 +53,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import ClassVar
 
 import _common as C
+import jax
 import numpy as np
 
 EXPONENTS = tuple(range(-20, 11, 2))  # λ = 2^k (the paper's grid); SVC's C = 2^k
@@ -71,51 +65,35 @@ SIZES = (1000, 1100, 1300, 1700, 2500)
 SELECT_SIZES = (1000, 5000)
 QUICK_SIZES = (200, 210)
 QUICK_SELECT_SIZES = (200,)
-BUCKET_RATIO = 2.0  # a new size inside a bucket: first call ≤ 2 × warm
-WARM_CACHE_RATIO = 2.0  # a second process's first fit ≤ 2 × warm
-SVC_RATIO = 3.0  # first-ever fit ≤ 3 × 16 SVC fits
-SELECT_SECONDS = 5.0  # select_lambda, 5 folds, m = 1000, empty cache
+# issue-16 limits (module docstring, Targets): new size in a bucket, second process, first fit
+# against 16 SVC fits (ratios), select_lambda with an empty cache (seconds)
+BUCKET_RATIO, WARM_CACHE_RATIO, SVC_RATIO, SELECT_SECONDS = 2.0, 2.0, 3.0, 5.0
 _CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "JAXRANK_NO_COMPILATION_CACHE")
-
-# ---------------------------------------------------------------------------- child process
+_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "backend",
+}
 
 
 class _Compiles:
-    """JAX's compilation events (``jax.monitoring``) between a :meth:`snapshot` and
-    :meth:`since`: seconds of trace / lower / backend (XLA compile or cache load), the number of
-    executables built and how many were loaded from the persistent cache.
-
-    A jitted function called inside another is traced inside the outer trace, so trace events
-    nest; each event is kept as an interval ``[end − duration, end]`` and the seconds reported
-    are the length of the union of the intervals (per kind, and ``compile`` over all kinds),
-    never a double count."""
-
-    _KEYS: ClassVar[dict[str, str]] = {
-        "/jax/core/compile/jaxpr_trace_duration": "trace",
-        "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-        "/jax/core/compile/backend_compile_duration": "backend",
-    }
+    """JAX's compilation events inside :meth:`timed` calls (module docstring, "Compile vs run
+    time"); each event is the interval ``[end − duration, end]``: nested traces are unioned."""
 
     def __init__(self):
-        import jax
-
         self.intervals: list[tuple[float, float, str]] = []
         self.programs = self.loaded = 0
         jax.monitoring.register_event_duration_secs_listener(self._duration)
         jax.monitoring.register_event_listener(self._event)
 
     def _duration(self, event, duration, **kwargs):
-        key = self._KEYS.get(event)
-        if key is not None:
+        if (key := _EVENTS.get(event)) is not None:
             end = time.perf_counter()
             self.intervals.append((end - duration, end, key))
             self.programs += key == "backend"
 
     def _event(self, event, **kwargs):
         self.loaded += event == "/jax/compilation_cache/cache_hits"
-
-    def snapshot(self):
-        return len(self.intervals), self.programs, self.loaded
 
     @staticmethod
     def _union(intervals) -> float:
@@ -126,41 +104,22 @@ class _Compiles:
                 reach = b
         return total
 
-    def since(self, snap, wall: float) -> dict:
-        n_iv, programs, loaded = snap
-        new = [(a, b, k) for a, b, k in self.intervals[n_iv:]]
-        d = {k: self._union([(a, b) for a, b, kk in new if kk == k]) for k in self._KEYS.values()}
+    def timed(self, fn) -> tuple[object, dict]:
+        """``fn()`` and its step: wall time, compile seconds by kind, programs built / loaded."""
+        n_iv, programs, loaded = len(self.intervals), self.programs, self.loaded
+        out, wall = C.time_first(fn)
+        new = self.intervals[n_iv:]
+        step = {k: self._union([(a, b) for a, b, c in new if c == k]) for k in _EVENTS.values()}
         compile_s = self._union([(a, b) for a, b, _ in new])
         n, hits = self.programs - programs, self.loaded - loaded
-        return {
-            "wall": wall,
-            **d,
-            "compile": compile_s,
-            "run": wall - compile_s,
-            "programs": n,
-            "loaded": hits,
-            "compiled": n - hits,
-        }
+        step = {"wall": wall, **step, "compile": compile_s, "run": wall - compile_s, "programs": n}
+        return out, {**step, "loaded": hits, "compiled": n - hits}
 
-
-def _timed(counter: _Compiles, fn) -> tuple[object, dict]:
-    import jax
-
-    snap = counter.snapshot()
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, counter.since(snap, time.perf_counter() - t0)
-
-
-def _warm(counter: _Compiles, fn, repeats: int) -> dict:
-    runs = [_timed(counter, fn)[1] for _ in range(repeats)]
-    walls = [r["wall"] for r in runs]
-    return {
-        "median": float(np.median(walls)),
-        "min": float(np.min(walls)),
-        "runs": walls,
-        "programs": sum(r["programs"] for r in runs),  # 0: nothing compiled on a repeat
-    }
+    def warm(self, fn, repeats: int) -> dict:
+        runs = [self.timed(fn)[1] for _ in range(repeats)]
+        walls = [r["wall"] for r in runs]
+        out = {"median": float(np.median(walls)), "min": float(np.min(walls)), "runs": walls}
+        return {**out, "programs": sum(r["programs"] for r in runs)}  # 0: a repeat compiles nothing
 
 
 def child(spec: dict) -> dict:
@@ -168,53 +127,33 @@ def child(spec: dict) -> dict:
     (``import_s`` is ``import jaxrank`` after jax, which ``_common`` has imported.)"""
     C.limit_blas()
     t0 = time.perf_counter()
-    import jax
-
     import jaxrank
 
     import_s = time.perf_counter() - t0
-    counter = _Compiles()
-    data = np.load(spec["data"])
+    counter, data = _Compiles(), np.load(spec["data"])
     lams = 2.0 ** np.asarray(EXPONENTS, dtype=np.float64)
-    out = {
-        "import_s": import_s,
-        "cache_dir": None if jaxrank.compilation_cache_dir() is None
-        else str(jaxrank.compilation_cache_dir()),
-        "device": str(jax.devices()[0]),
-    }  # fmt: skip
-    repeats = spec["repeats"]
-    if spec["kind"] == "fits":
-        rows = []
-        for m in spec["sizes"]:
-            X, y = data[f"X{m}"], data[f"y{m}"]
+    cache = jaxrank.compilation_cache_dir()
+    out = {"import_s": import_s, "cache_dir": None if cache is None else str(cache)}
+    out["device"], kind, rows = str(jax.devices()[0]), spec["kind"], []
+    for m in spec["sizes"]:
+        X, y = data[f"X{m}"], data[f"y{m}"]
 
-            def fit(X=X, y=y):
+        def fn(X=X, y=y):
+            if kind == "fits":
                 return jaxrank.fit_rankrc(X, y, lams).coef
+            sel = jaxrank.select_lambda(X, y, lams, folds=FOLDS, key=jax.random.key(0))
+            return sel.model.coef, sel.best_lam
 
-            _, first = _timed(counter, fit)
-            warm = _warm(counter, fit, repeats)
-            model = jaxrank.fit_rankrc(X, y, lams)
-            status = [jaxrank.Status(int(s)).name for s in np.asarray(model.info.status)]
-            rows.append({"m": m, "first": first, "warm": warm, "status": status})
-        out["fits"] = rows
-    else:
-        rows = []
-        for m in spec["sizes"]:
-            X, y = data[f"X{m}"], data[f"y{m}"]
-
-            def select(X=X, y=y):
-                r = jaxrank.select_lambda(X, y, lams, folds=FOLDS, key=jax.random.key(0))
-                return r.model.coef, r.best_lam
-
-            (_, best), first = _timed(counter, select)
-            warm = _warm(counter, select, repeats)
-            rows.append({"m": m, "first": first, "warm": warm, "best_lam": float(best)})
-        out["select"] = rows
+        res, first = counter.timed(fn)
+        row = {"m": m, "first": first, "warm": counter.warm(fn, spec["repeats"])}
+        if kind == "fits":
+            row["status"] = C.status_names(jaxrank.fit_rankrc(X, y, lams))
+        else:
+            row["best_lam"] = float(res[1])
+        rows.append(row)
+    out[kind] = rows
     out["process_s"] = time.perf_counter() - t0
     return out
-
-
-# ---------------------------------------------------------------------------- parent process
 
 
 def _child_env(cache: Path | None) -> dict:
@@ -222,63 +161,53 @@ def _child_env(cache: Path | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in _CACHE_ENV}
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxrank's default threshold
     if cache is None:
-        env["JAXRANK_NO_COMPILATION_CACHE"] = "1"
-    else:
-        env["JAX_COMPILATION_CACHE_DIR"] = str(cache)
-    return env
+        return {**env, "JAXRANK_NO_COMPILATION_CACHE": "1"}
+    return {**env, "JAX_COMPILATION_CACHE_DIR": str(cache)}
 
 
-def _run_child(spec: dict, cache: Path | None, tmp: Path, timeout: float) -> dict:
-    spec_path = tmp / f"spec_{spec['kind']}.json"
-    out_path = tmp / f"out_{spec['kind']}.json"
-    spec_path.write_text(json.dumps(spec))
-    out_path.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)]
-    cmd += ["--child-out", str(out_path)]
+def _subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple[float, str]:
+    """Run ``cmd`` in ``tmp`` with the environment of ``cache``: its wall time (start-up and
+    exit included) and its output."""
     t0 = time.perf_counter()
     proc = subprocess.run(
         cmd, env=_child_env(cache), cwd=tmp, capture_output=True, text=True, timeout=timeout
     )
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0 or not out_path.exists():
-        raise RuntimeError(f"child {spec['kind']} failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
-    res = json.loads(out_path.read_text())
-    res["subprocess_s"] = wall  # interpreter start-up and exit included
-    res["cache_entries"] = None if cache is None else _entries(cache)
-    return res
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
+    return time.perf_counter() - t0, proc.stdout
 
 
-def _entries(cache: Path) -> int:
+def _entries(cache: Path | None) -> int | None:
+    if cache is None:
+        return None
     return sum(1 for p in cache.iterdir() if p.name.endswith("-cache")) if cache.exists() else 0
+
+
+def _run_child(spec: dict, cache: Path | None, tmp: Path, timeout: float) -> dict:
+    spec_path, out_path = tmp / f"spec_{spec['kind']}.json", tmp / f"out_{spec['kind']}.json"
+    spec_path.write_text(json.dumps(spec))
+    out_path.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)]
+    cmd += ["--child-out", str(out_path)]
+    wall = _subprocess(cmd, cache, tmp, timeout, f"child {spec['kind']}")[0]
+    if not out_path.exists():
+        raise RuntimeError(f"child {spec['kind']} wrote no {out_path}")
+    res = json.loads(out_path.read_text())
+    return {**res, "subprocess_s": wall, "cache_entries": _entries(cache)}
 
 
 def _import_times(n: int, tmp: Path) -> dict:
     """Medians over ``n`` fresh processes of ``import jax`` and ``import jaxrank`` (with jax)."""
     out = {}
     for name in ("jax", "jaxrank"):
-        code = f"import time; t = time.perf_counter(); import {name}; "
-        code += "print(time.perf_counter() - t)"
-        runs = []
-        for _ in range(n):
-            proc = subprocess.run(
-                [sys.executable, "-c", code], env=_child_env(tmp / "import_cache"), cwd=tmp,
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            runs.append(float(proc.stdout.strip().splitlines()[-1]))
+        code = (
+            f"import time; t = time.perf_counter(); import {name}; print(time.perf_counter() - t)"
+        )
+        cmd = [sys.executable, "-c", code]
+        outs = [_subprocess(cmd, tmp / "import_cache", tmp, None, name)[1] for _ in range(n)]
+        runs = [float(o.strip().splitlines()[-1]) for o in outs]
         out[name] = {"median": float(np.median(runs)), "runs": runs}
     return out
-
-
-def _demo(cache: Path | None, tmp: Path, trials: int, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "jaxrank", "demo", "--trials", str(trials)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        cmd, env=_child_env(cache), cwd=tmp, capture_output=True, text=True, timeout=timeout
-    )
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"jaxrank demo failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
-    return {"wall": wall, "cache_entries": None if cache is None else _entries(cache)}
 
 
 def _svc_baseline(data, sizes, select_sizes, repeats: int) -> dict:
@@ -287,27 +216,15 @@ def _svc_baseline(data, sizes, select_sizes, repeats: int) -> dict:
     from sklearn.svm import SVC
 
     Cs = [2.0**k for k in EXPONENTS]
-
-    def sixteen(X, y):
-        for c in Cs:
-            SVC(C=c, class_weight="balanced").fit(X, y)
-
-    svc = {}
+    sixteen = lambda X, y: [SVC(C=c, class_weight="balanced").fit(X, y) for c in Cs]
+    svc, grid = {}, {}
     for m in sizes:
-        X, y = data[f"X{m}"], data[f"y{m}"]
-        runs = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            sixteen(X, y)
-            runs.append(time.perf_counter() - t0)
+        runs = [C.time_first(sixteen, data[f"X{m}"], data[f"y{m}"])[1] for _ in range(repeats)]
         svc[str(m)] = {"median": float(np.median(runs)), "runs": runs}
-    grid = {}
     for m in select_sizes:
-        X, y = data[f"X{m}"], data[f"y{m}"]
-        t0 = time.perf_counter()
         gs = GridSearchCV(SVC(class_weight="balanced"), {"C": Cs}, cv=FOLDS, scoring="roc_auc")
-        gs.fit(X, y)
-        grid[str(m)] = {"wall": time.perf_counter() - t0, "best_C": float(gs.best_params_["C"])}
+        _, wall = C.time_first(gs.fit, data[f"X{m}"], data[f"y{m}"])
+        grid[str(m)] = {"wall": wall, "best_C": float(gs.best_params_["C"])}
     return {"svc16": svc, "gridsearch": grid}
 
 
@@ -319,14 +236,9 @@ def _make_data(sizes, path: Path) -> dict:
     for m in sorted(set(sizes)):
         X, y = jaxrank.datasets.make_rare_class(m, RHO, OVERLAP, seed=0)
         X = np.asarray(X, dtype=np.float64)
-        arrays[f"X{m}"] = (X - X.mean(0)) / X.std(0)
-        arrays[f"y{m}"] = np.asarray(y)
+        arrays[f"X{m}"], arrays[f"y{m}"] = (X - X.mean(0)) / X.std(0), np.asarray(y)
     np.savez(path, **arrays)
     return arrays
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b <= 0 else a / b
 
 
 def same_buckets(m: int, m0: int, rho: float) -> bool:
@@ -338,20 +250,14 @@ def same_buckets(m: int, m0: int, rho: float) -> bool:
     """
     from jaxrank import _buckets
 
-    def sizes(n):
-        n_pos = round(rho * n)
-        return _buckets.bucket(n_pos), _buckets.bucket(n - n_pos)
-
+    sizes = lambda n: (_buckets.bucket(round(rho * n)), _buckets.bucket(n - round(rho * n)))
     return sizes(m) == sizes(m0)
 
 
 def _targets(r: dict) -> dict:
     """The issue-16 checks on this run (value, limit, ok); m0 = the first fit size."""
-    fits = {p: {row["m"]: row for row in r["fits"][p]["fits"]} for p in r["fits"]}
-    m0 = r["settings"]["sizes"][0]
-    empty, warm = fits["empty"], fits["warm"]
-    out = {}
-    rho = r["settings"]["rho"]
+    empty, warm = ({row["m"]: row for row in r["fits"][p]["fits"]} for p in ("empty", "warm"))
+    m0, rho, out = r["settings"]["sizes"][0], r["settings"]["rho"], {}
     for m, row in empty.items():
         if m != m0:
             # The target is for a new size inside the first size's buckets; a size in a new
@@ -373,51 +279,33 @@ def _targets(r: dict) -> dict:
 
 
 def run(args) -> dict:
-    quick = args.quick
-    sizes = QUICK_SIZES if quick else SIZES
-    select_sizes = QUICK_SELECT_SIZES if quick else SELECT_SIZES
-    t_start = time.perf_counter()
-    result = {
-        "benchmark": "latency",
-        "env": C.env_info(),
-        "settings": {
-            "quick": quick,
-            "sizes": list(sizes),
-            "select_sizes": list(select_sizes),
-            "lams": [f"2^{k}" for k in EXPONENTS],
-            "rho": RHO,
-            "t": OVERLAP,
-            "folds": FOLDS,
-            "repeats": args.repeats,
-            "demo_trials": None if quick else args.demo_trials,
-            "dtype": "float32 (x64 off)",
-        },
-    }
+    quick, t_start = args.quick, time.perf_counter()
+    sizes, select_sizes = (QUICK_SIZES, QUICK_SELECT_SIZES) if quick else (SIZES, SELECT_SIZES)
+    settings = dict(quick=quick, sizes=list(sizes), select_sizes=list(select_sizes))
+    settings.update(lams=[f"2^{k}" for k in EXPONENTS], rho=RHO, t=OVERLAP, folds=FOLDS)
+    settings.update(repeats=args.repeats, demo_trials=None if quick else args.demo_trials)
+    settings["dtype"] = "float32 (x64 off)"
+    result = {"benchmark": "latency", "env": C.env_info(), "settings": settings}
     with tempfile.TemporaryDirectory(prefix="jaxrank-latency-") as d:
         tmp = Path(d)
-        data_path = tmp / "data.npz"
-        data = _make_data([*sizes, *select_sizes], data_path)
+        data = _make_data([*sizes, *select_sizes], tmp / "data.npz")
         print(f"data drawn ({time.perf_counter() - t_start:.0f} s)")
         result["import"] = _import_times(1 if quick else 3, tmp)
-        phases = ("empty", "warm") if quick else ("empty", "warm", "off")
         for kind, kind_sizes in (("fits", sizes), ("select", select_sizes)):
-            spec = {"kind": kind, "sizes": list(kind_sizes), "data": str(data_path)}
-            spec["repeats"] = args.repeats
-            cache = tmp / f"cache_{kind}"
-            result[kind] = {}
-            for phase in phases if kind == "fits" else ("empty", "warm"):
+            spec = {"kind": kind, "sizes": list(kind_sizes), "data": str(tmp / "data.npz")}
+            spec["repeats"], cache, result[kind] = args.repeats, tmp / f"cache_{kind}", {}
+            # 'off' (no cache at all: what writing the cache costs the first process) at full size
+            for phase in ("empty", "warm", "off")[: 2 if quick or kind == "select" else 3]:
                 res = _run_child(spec, None if phase == "off" else cache, tmp, args.timeout)
                 result[kind][phase] = res
                 print(f"{kind} / {phase} cache: {res['subprocess_s']:.1f} s")
-        if quick:
-            result["demo"] = None
-        else:
-            cache = tmp / "cache_demo"
-            result["demo"] = {
-                phase: _demo(cache, tmp, args.demo_trials, args.timeout)
-                for phase in ("empty", "warm")
-            }
-            d = result["demo"]
+        result["demo"] = None
+        if not quick:
+            cmd = [sys.executable, "-m", "jaxrank", "demo", "--trials", str(args.demo_trials)]
+            d = result["demo"] = {}
+            for phase in ("empty", "warm"):
+                wall = _subprocess(cmd, tmp / "cache_demo", tmp, args.timeout, "jaxrank demo")[0]
+                d[phase] = {"wall": wall, "cache_entries": _entries(tmp / "cache_demo")}
             print(f"demo: {d['empty']['wall']:.1f} s empty, {d['warm']['wall']:.1f} s warm cache")
         result["baseline"] = _svc_baseline(data, sizes, select_sizes, args.repeats)
     result["targets"] = _targets(result)
@@ -425,25 +313,41 @@ def run(args) -> dict:
     return result
 
 
-# ---------------------------------------------------------------------------- report
+def _fmt_ratio(a: float | None, b: float | None = 1.0) -> str:
+    """``a / b`` as ``12×`` / ``1.2×`` / ``0.12×``; ``-`` without both or for ``b <= 0``."""
+    if a is None or b is None or b <= 0:
+        return "-"
+    x = a / b
+    return f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"
 
 
-def _f(s):
-    return C.fmt_seconds(s)
+def _step_cells(m: int, phase: str, f: dict, warm: float) -> list[str]:
+    """m, cache, first, compile (XLA), run, programs (loaded), warm: a first call's columns."""
+    s = C.fmt_seconds
+    cells = [f"{m:,}", phase, s(f["wall"]), f"{s(f['compile'])} ({s(f['backend'])})", s(f["run"])]
+    return [*cells, f"{f['programs']} ({f['loaded']})", s(warm)]
 
 
-def _compile(step: dict) -> str:
-    """``compile (XLA)``: the whole compile cost, and of it the XLA compile / cache load."""
-    return f"{_f(step['compile'])} ({_f(step['backend'])})"
+def _target_label(key: str, m0: int) -> str:
+    labels = {
+        "new_size": "new size m = {m} inside m = {m0}'s buckets: first / warm (same process)",
+        "new_bucket": "new size m = {m} in a new bucket (compiles once, reported, not a target): "
+        "first / warm",
+        "select": "`select_lambda` at m = {m}, empty cache",
+        "second_process": "second process: first fit at m = {m0} (cache hit) / its warm fit",
+        "first_ever_vs_svc16": "first-ever fit at m = {m0} (empty cache) / 16 SVC-W fits",
+    }
+    kind, _, m = key.removesuffix("_seconds").rpartition("_")
+    if kind not in labels:
+        return labels.get(key, key).format(m0=f"{m0:,}")
+    return labels[kind].format(m=f"{int(m):,}", m0=f"{m0:,}")
 
 
 def markdown(result: dict) -> str:
     """The run as markdown: fits, selects, demo and import, each beside its scikit-learn
     baseline, compile and run time separately; then the issue-16 targets."""
-    r = result
-    st = r["settings"]
-    svc = r["baseline"]["svc16"]
-    grid = r["baseline"]["gridsearch"]
+    r, st, f_ = result, result["settings"], C.fmt_seconds
+    svc, grid = r["baseline"]["svc16"], r["baseline"]["gridsearch"]
     phases = [p for p in ("empty", "warm", "off") if p in r["fits"]]
     lines = [f"*{r['note']}*", ""] if r.get("note") else []
     lines += [
@@ -460,27 +364,24 @@ def markdown(result: dict) -> str:
         "Baseline in the same run: 16 `SVC(C=2**k, class_weight='balanced')` fits "
         "(k = −20 … 10) on the same rows.",
         "",
-        "| m | cache | first | compile (XLA) | run | programs (loaded) | warm | first / warm "
-        "| 16 SVC-W | first / SVC |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    head = "m | cache | first | compile (XLA) | run | programs (loaded) | warm"
+    rows = []
     for phase in phases:
         for row in r["fits"][phase]["fits"]:
             f, w = row["first"], row["warm"]["median"]
             s = svc.get(str(row["m"]), {}).get("median")
-            lines.append(
-                f"| {row['m']:,} | {phase} | {_f(f['wall'])} | {_compile(f)} "
-                f"| {_f(f['run'])} | {f['programs']} ({f['loaded']}) | {_f(w)} "
-                f"| {_fmt_ratio(f['wall'] / w)} | {_f(s)} | {_fmt_ratio(_ratio(f['wall'], s))} |"
-            )
+            ratios = [_fmt_ratio(f["wall"], w), f_(s), _fmt_ratio(f["wall"], s)]
+            rows.append(_step_cells(row["m"], phase, f, w) + ratios)
+    lines += C.md_table(f"{head} | first / warm | 16 SVC-W | first / SVC", rows, "rlrrrrrrrr")
     if "warm" in r["fits"]:
         f = r["fits"]["warm"]["fits"][0]["first"]
         lines += [
             "",
             f"The persistent cache stores executables, not traces: in the second process the first "
-            f"fit at m = {st['sizes'][0]:,} spent {_f(f['compile'])} compiling, of which "
-            f"{_f(f['backend'])} loading {f['loaded']} executables and "
-            f"{_f(f['compile'] - f['backend'])} tracing and lowering (redone in every process).",
+            f"fit at m = {st['sizes'][0]:,} spent {f_(f['compile'])} compiling, of which "
+            f"{f_(f['backend'])} loading {f['loaded']} executables and "
+            f"{f_(f['compile'] - f['backend'])} tracing and lowering (redone in every process).",
         ]
     lines += [
         "",
@@ -488,70 +389,39 @@ def markdown(result: dict) -> str:
         f"`GridSearchCV(SVC(class_weight='balanced'), 16 C, cv={st['folds']}, "
         "scoring='roc_auc')`:",
         "",
-        "| m | cache | first | compile (XLA) | run | programs (loaded) | warm | GridSearchCV "
-        "| first / GridSearchCV | warm / GridSearchCV |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for phase in ("empty", "warm"):
         for row in r["select"][phase]["select"]:
             f, w = row["first"], row["warm"]["median"]
             g = grid.get(str(row["m"]), {}).get("wall")
-            lines.append(
-                f"| {row['m']:,} | {phase} | {_f(f['wall'])} | {_compile(f)} "
-                f"| {_f(f['run'])} | {f['programs']} ({f['loaded']}) | {_f(w)} | {_f(g)} "
-                f"| {_fmt_ratio(_ratio(f['wall'], g))} | {_fmt_ratio(_ratio(w, g))} |"
-            )
+            ratios = [f_(g), _fmt_ratio(f["wall"], g), _fmt_ratio(w, g)]
+            rows.append(_step_cells(row["m"], phase, f, w) + ratios)
+    tail = "GridSearchCV | first / GridSearchCV | warm / GridSearchCV"
+    lines += C.md_table(f"{head} | {tail}", rows, "rlrrrrrrrr")
     imp = r["import"]
     proc = "; ".join(f"{p}: {r['fits'][p]['subprocess_s']:.1f} s" for p in phases if p in r["fits"])
     lines += [
         "",
-        f"`import jaxrank` (jax included): {_f(imp['jaxrank']['median'])}; `import jax` alone: "
-        f"{_f(imp['jax']['median'])} (medians over {len(imp['jax']['runs'])} fresh processes). "
+        f"`import jaxrank` (jax included): {f_(imp['jaxrank']['median'])}; `import jax` alone: "
+        f"{f_(imp['jax']['median'])} (medians over {len(imp['jax']['runs'])} fresh processes). "
         f"Whole 'fits' process, start-up to exit: {proc}.",
     ]
-    if r.get("demo"):
-        d = r["demo"]
+    if d := r.get("demo"):
         lines.append(
             f"`python -m jaxrank demo --trials {st['demo_trials']}` as a subprocess: "
-            f"{_f(d['empty']['wall'])} with an empty cache, {_f(d['warm']['wall'])} with a warm "
+            f"{f_(d['empty']['wall'])} with an empty cache, {f_(d['warm']['wall'])} with a warm "
             "one."
         )
-    names = {
-        "second_process": "second process: first fit at m = {m0} (cache hit) / its warm fit",
-        "first_ever_vs_svc16": "first-ever fit at m = {m0} (empty cache) / 16 SVC-W fits",
-    }
-    m0 = st["sizes"][0]
-    lines += ["", "Issue-16 targets on this run:", "", "| check | value | limit | met |"]
-    lines.append("|---|---:|---:|---|")
+    rows = []
     for key, t in r["targets"].items():
-        if key.startswith("new_size_"):
-            label = (
-                f"new size m = {int(key.rsplit('_', 1)[1]):,} inside m = {m0:,}'s buckets: "
-                "first / warm (same process)"
-            )
-            val = f"{t['value']:.1f}×"
-        elif key.startswith("new_bucket_"):
-            label = (
-                f"new size m = {int(key.rsplit('_', 1)[1]):,} in a new bucket (compiles once, "
-                "reported, not a target): first / warm"
-            )
-            val = f"{t['value']:.1f}×"
-        elif key.startswith("select_"):
-            label = f"`select_lambda` at m = {int(key.split('_')[1]):,}, empty cache"
-            val = _f(t["value"])
-        else:
-            label = names.get(key, key).format(m0=f"{m0:,}")
-            val = f"{t['value']:.1f}×"
-        lim = f"{t['limit']:g} s" if key.startswith("select_") else f"{t['limit']:g}×"
+        sel = key.startswith("select_")
+        val = f_(t["value"]) if sel else f"{t['value']:.1f}×"
+        lim = f"{t['limit']:g} s" if sel else f"{t['limit']:g}×"
         met = "-" if t["ok"] is None else "yes" if t["ok"] else "**no**"
-        lines.append(f"| {label} | {val} | {lim} | {met} |")
-    return "\n".join(lines)
-
-
-def _fmt_ratio(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"
+        rows.append([_target_label(key, st["sizes"][0]), val, lim, met])
+    lines += ["", "Issue-16 targets on this run:", ""]
+    return "\n".join(lines + C.md_table("check | value | limit | met", rows, "lrr"))
 
 
 def main(argv=None) -> int:

@@ -6,8 +6,6 @@ Gaussian kernel with the paper's σ², RankRC basis (|R| = m+), smoothed hinge �
 (``getrusage`` ``ru_maxrss``: data, kernel block, solver, compiled code, the Python process) is its
 own, and every call there is a cold start.
 
-Stages:
-
 * ``grid``: m = 10⁶, ρ = 0.1 % (m+ = 1000, the stored block is 10⁶ × 1000 float32 = 4 GB): the
   paper's 16-λ grid ``log2 λ = −20, −18, …, 10`` in **one** ``jaxrank.fit_rankrc`` call
   (``path="batch"``: vmapped trust-region Newton-CG, one matrix-matrix product per CG step).
@@ -16,86 +14,57 @@ Stages:
 * ``stream``: m = 4·10⁶, ρ = 0.1 % (m+ = 4000: the block would be 64 GB),
   ``max_kernel_bytes=2**31``: the block is never stored; every product recomputes it in row
   chunks. One λ (``--stream-lam``, default 2⁰, a value on the paper grid). Issue target: completes
-  with peak memory under 6 GB. Time per product is reported from the solver's counts (every
-  Newton step costs one value+gradient = 2 passes over the block, every CG step one Hv =
-  2 passes).
+  with peak memory under 6 GB. Time per product from the solver's counts (a Newton step's
+  value+gradient and a CG step's Hv are 2 passes over the block each).
 
-Usage::
-
-    python bench/scale.py                    # both stages at full size (minutes; ~8 GB free)
-    python bench/scale.py --stages grid      # one stage
-    python bench/scale.py --quick            # m = 2·10⁴ / 4·10⁴, seconds (CI smoke test)
-
-Writes ``bench/out/scale.json`` (or ``--out``; ``--quick``: ``bench/out/scale_quick.json``).
+Full size takes minutes and ~8 GB free; ``--stages grid`` runs one stage; ``--quick``: m = 2·10⁴
+/ 4·10⁴, seconds (the CI smoke test).
 """
-
-from __future__ import annotations
 
 import argparse
 import json
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
-
-import numpy as np
 
 # the working tree's jaxrank, not whatever copy an editable install points at
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _common as C
+import numpy as np
 
 GRID = 2.0 ** np.arange(-20, 11, 2)
 FULL = {"grid": 1_000_000, "stream": 4_000_000}
 QUICK = {"grid": 20_000, "stream": 40_000}
 RHO = 0.001
 TARGETS = {"grid": ("wall_s", 300.0), "stream": ("peak_rss_bytes", 6e9)}
+LIMITS = {"wall_s": "wall < {:g} s", "peak_rss_bytes": "peak RSS < {:g} GB"}  # GB: limit / 1e9
+STEPS = ("iterations", "cg_iterations")
 
 
 def _child(stage: str, m: int, lam: float, max_kernel_bytes: int) -> dict:
-    import jax
-
     import jaxrank
 
     t0 = time.perf_counter()
     X, y = jaxrank.datasets.make_rare_class(m, RHO, 0.75, d=40, seed=0)
     X = np.asarray(X, np.float32)
-    data_s = time.perf_counter() - t0
-    rss_data = C.current_rss_bytes()
+    data_s, rss_data = time.perf_counter() - t0, C.current_rss_bytes()
     lams = GRID if stage == "grid" else np.float32(lam)
     kw = {} if stage == "grid" else {"max_kernel_bytes": max_kernel_bytes}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        t0 = time.perf_counter()
-        model = jaxrank.fit_rankrc(X, y, lams, dtype="float32", **kw)
-        jax.block_until_ready(model.coef)
-        wall = time.perf_counter() - t0
-    info = jax.tree.map(lambda a: np.asarray(a).tolist(), model.info._asdict())
-    status = np.atleast_1d(np.asarray(model.info.status))
-    info["status"] = [jaxrank.solver.Status(int(s)).name for s in status]
+    with C.caught_warnings() as caught:
+        model, wall = C.time_first(lambda: jaxrank.fit_rankrc(X, y, lams, dtype="float32", **kw))
+    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
+    info["status"] = [jaxrank.Status(int(s)).name for s in np.atleast_1d(model.info.status)]
     n_pos = int(np.sum(y == 1))
-    out = {
-        "stage": stage,
-        "m": m,
-        "rho": RHO,
-        "m_pos": n_pos,
-        "d": 40,
-        "dtype": "float32",
-        "lams": np.atleast_1d(lams).tolist(),
-        "data_seconds": data_s,
-        "rss_after_data_bytes": rss_data,
-        "wall_s": wall,
-        "peak_rss_bytes": C.peak_rss_bytes(),
-        "block_bytes": m * n_pos * 4,
-        "info": info,
-        "warnings": [str(w.message)[:300] for w in caught],
-    }
+    out = dict(stage=stage, m=m, rho=RHO, m_pos=n_pos, d=40, dtype="float32")
+    out.update(lams=np.atleast_1d(lams).tolist(), data_seconds=data_s)
+    out.update(rss_after_data_bytes=rss_data, wall_s=wall, peak_rss_bytes=C.peak_rss_bytes())
+    out.update(
+        block_bytes=m * n_pos * 4, info=info, warnings=[str(w.message)[:300] for w in caught]
+    )
     if stage == "stream":
-        out["max_kernel_bytes"] = max_kernel_bytes
-        newton = int(np.sum(model.info.iterations))
-        cg = int(np.sum(model.info.cg_iterations))
-        passes = 2 * newton + 2 * cg
-        out["passes_over_block"] = passes
+        passes = 2 * sum(int(np.sum(getattr(model.info, k))) for k in STEPS)
+        out.update(max_kernel_bytes=max_kernel_bytes, passes_over_block=passes)
         out["seconds_per_pass"] = wall / max(passes, 1)
     return out
 
@@ -108,45 +77,39 @@ def run(stages, sizes, lam, max_kernel_bytes) -> list[dict]:
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            res = {"stage": stage, "m": sizes[stage], "error": proc.stderr[-3000:]}
+            r = {"stage": stage, "m": sizes[stage], "error": proc.stderr[-3000:]}
         else:
-            res = json.loads(proc.stdout.strip().splitlines()[-1])
-        res["process_seconds"] = time.perf_counter() - t0
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["process_seconds"] = time.perf_counter() - t0
         key, limit = TARGETS[stage]
-        if key in res:
-            res["target"] = {"quantity": key, "limit": limit, "met": bool(res[key] < limit)}
-        results.append(res)
-        _print(res)
+        if key in r:
+            r["target"] = {"quantity": key, "limit": limit, "met": bool(r[key] < limit)}
+        results.append(r)
+        if "error" in r:
+            print(f"{stage}: m={r['m']} FAILED\n{r['error']}")
+            continue
+        it, cg = (max(np.atleast_1d(r["info"][k])) for k in STEPS)
+        line = (
+            f"{stage:6s} m={r['m']:>9,d} m+={r['m_pos']:>5d} λ×{len(r['lams'])}: "
+            f"wall {C.fmt_seconds(r['wall_s'])}, peak RSS {C.fmt_bytes(r['peak_rss_bytes'])} "
+            f"(block {C.fmt_bytes(r['block_bytes'])}), Newton max {it}, CG max {cg}, status "
+            f"{sorted(set(r['info']['status']))}"
+        )
+        if "seconds_per_pass" in r:
+            line += (
+                f", {r['passes_over_block']} passes, {C.fmt_seconds(r['seconds_per_pass'])}/pass"
+            )
+        if t := r.get("target"):
+            line += f" -> target {key} < {limit:g}: {'met' if t['met'] else 'NOT met'}"
+        print(line, flush=True)
     return results
 
 
-def _print(r: dict) -> None:
-    if "error" in r:
-        print(f"{r['stage']}: m={r['m']} FAILED\n{r['error']}")
-        return
-    iters = r["info"]["iterations"]
-    cg = r["info"]["cg_iterations"]
-    line = (
-        f"{r['stage']:6s} m={r['m']:>9,d} m+={r['m_pos']:>5d} λ×{len(r['lams'])}: "
-        f"wall {C.fmt_seconds(r['wall_s'])}, peak RSS {C.fmt_bytes(r['peak_rss_bytes'])} "
-        f"(block {C.fmt_bytes(r['block_bytes'])}), Newton max {max(np.atleast_1d(iters))}, "
-        f"CG max {max(np.atleast_1d(cg))}, status {sorted(set(r['info']['status']))}"
-    )
-    if "seconds_per_pass" in r:
-        line += f", {r['passes_over_block']} passes, {C.fmt_seconds(r['seconds_per_pass'])}/pass"
-    t = r.get("target")
-    if t:
-        line += f" -> target {t['quantity']} < {t['limit']:g}: {'met' if t['met'] else 'NOT met'}"
-    print(line, flush=True)
-
-
 def markdown(result: dict) -> str:
-    """The result as markdown: one row per stage (wall time, peak RSS against the block, solver
-    steps) with the issue's target beside."""
     lines = [
         "`make_rare_class(m, ρ = 0.1 %, t = 0.75, d = 40, seed = 0)`, RankRC basis (|R| = m+), "
         "float32, tol 1e-6; each stage a cold start in its own process (compilation included)"
-        f"{' — QUICK' if result.get('quick') else ''}. Targets are the issue's; no paper number "
+        f"{C.quick_tag(result)}. Targets are the issue's; no paper number "
         "(seed 000's largest run, Fig. 6, has 1.07·10⁶ rows).",
         "",
         "| stage | m | m+ | λ | wall | peak RSS | block | Newton (max) | CG (max) | statuses "
@@ -160,30 +123,18 @@ def markdown(result: dict) -> str:
             err = r["error"].strip().splitlines()[-1][:150] if r["error"].strip() else "error"
             lines.append(f"| {r['stage']} | {r['m']:,} | failed: {err} |" + " |" * 10)
             continue
-        info = r["info"]
-        it = np.atleast_1d(info["iterations"])
-        cg = np.atleast_1d(info["cg_iterations"])
-        st = sorted(set(info["status"]))
-        t = r.get("target")
-        limit = "-"
-        if t:
-            q = t["quantity"]
-            limit = (
-                f"wall < {t['limit']:g} s" if q == "wall_s" else
-                f"peak RSS < {t['limit'] / 1e9:g} GB" if q == "peak_rss_bytes" else
-                f"{q} < {t['limit']:g}"
-            )  # fmt: skip
-        per_pass = (
-            f"{C.fmt_seconds(r['seconds_per_pass'])} × {r['passes_over_block']}"
-            if "seconds_per_pass" in r
-            else "-"
-        )
+        it, cg = (int(np.max(r["info"][k])) for k in STEPS)
+        limit, met, per_pass = "-", "-", "-"
+        if t := r.get("target"):
+            q, v = t["quantity"], t["limit"] / (1e9 if t["quantity"] == "peak_rss_bytes" else 1)
+            limit, met = LIMITS.get(q, q + " < {:g}").format(v), "yes" if t["met"] else "**no**"
+        if "seconds_per_pass" in r:
+            per_pass = f"{C.fmt_seconds(r['seconds_per_pass'])} × {r['passes_over_block']}"
         lines.append(
             f"| {r['stage']} | {r['m']:,} | {r['m_pos']:,} | {len(r['lams'])} "
             f"| {C.fmt_seconds(r['wall_s'])} | {C.fmt_bytes(r['peak_rss_bytes'])} "
-            f"| {C.fmt_bytes(r['block_bytes'])} | {int(it.max())} | {int(cg.max())} "
-            f"| {', '.join(st)} | {per_pass} | {limit} "
-            f"| {'-' if not t else ('yes' if t['met'] else '**no**')} |"
+            f"| {C.fmt_bytes(r['block_bytes'])} | {it} | {cg} "
+            f"| {', '.join(sorted(set(r['info']['status'])))} | {per_pass} | {limit} | {met} |"
         )
     lines += [
         "",
@@ -207,14 +158,11 @@ def main(argv=None) -> None:
     if a.child:
         print(json.dumps(_child(a.child, a.m, a.stream_lam, a.max_kernel_bytes)))
         return
-    sizes = QUICK if a.quick else FULL
     # quick: a block small enough to store must still be streamed
     mkb = 2**16 if a.quick else a.max_kernel_bytes
-    results = run(a.stages, sizes, a.stream_lam, mkb)
-    out = a.out or C.OUT_DIR / ("scale_quick.json" if a.quick else "scale.json")
-    C.write_json(out, {"benchmark": "scale", "env": C.env_info(), "quick": a.quick,
-                       "results": results})  # fmt: skip
-    print(f"wrote {out}")
+    results = run(a.stages, QUICK if a.quick else FULL, a.stream_lam, mkb)
+    result = {"benchmark": "scale", "env": C.env_info(), "quick": a.quick, "results": results}
+    print(f"wrote {C.write_json(a.out or C.out_path('scale', a.quick), result)}")
 
 
 if __name__ == "__main__":
