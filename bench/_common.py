@@ -502,3 +502,14 @@ def memory_check(m: int, nb: int, budget: int) -> dict:
     except jaxrank.MemoryBudgetError as e:
         return {"memory_ok": False, "memory_reason": str(e)}
     return {"memory_ok": True}
+
+
+# ---- added for benche
+
+
+def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print ``header`` and ``rows`` (strings) as right-aligned columns two spaces apart, each as
+    wide as its widest cell."""
+    widths = [max([len(h), *(len(r[k]) for r in rows)]) for k, h in enumerate(header)]
+    for row in [header, *rows]:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))

@@ -35,15 +35,10 @@ Usage::
     python bench/fig3_bounds.py                  # page-blocks0 and satimage at m = 1500
     python bench/fig3_bounds.py --quick          # page-blocks0, m = 600, 8 bases: < 30 s
     python bench/fig3_bounds.py --m 0 --samples 40 --data page-blocks0   # the paper's size
-
-Writes ``bench/out/fig3_bounds.json`` and ``.png`` (``fig3_bounds_quick.*`` with ``--quick``;
-or ``--out``); the plot needs matplotlib (the ``bench`` extra) and is skipped without it.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
 import time
 from pathlib import Path
 
@@ -58,13 +53,22 @@ from jaxrank.bases import resolve_basis
 # main() switches x64 on (K − K′ is a difference of nearly equal matrices); importing this
 # module leaves it as it is.
 
+NAME = "fig3_bounds"
 DATASETS = ("page-blocks0", "satimage")
 QUICK = dict(data=["page-blocks0"], m=600, samples=8, iters=30)
 GROUP_BYTES = 512 * 2**20  # work arrays per Lanczos batch of bases
+# the columns of a row: the paper's two curves, then (37) and (46) for the rare-first bases
+B31, B37, B46R = "proj31_rare_first", "proj37_rare_first", "kernel46_rare_first"
+MEAN, SD = "kernel46_random_mean", "kernel46_random_std"
+MD_HEAD = (
+    "|R| | (31) rare first | (37) rare first | (46) random, mean ± sd | (46) rare first "
+    "| (46) random / (31)"
+)
 
 
 def load(name: str, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows and ±1 labels; a stratified subsample of ``m`` rows when ``0 < m < len``."""
+    """Standardised rows and ±1 labels; a stratified subsample of ``m`` rows when
+    ``0 < m < len``."""
     if name == "simulated":
         X, y = datasets.make_rare_class(m or 2000, 0.1, 0.75, seed=seed)
     else:
@@ -73,12 +77,13 @@ def load(name: str, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
             rng = np.random.default_rng(seed)
             pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y != 1)
             n_pos = max(1, round(m * pos.size / y.size))
-            keep = np.concatenate(
-                [rng.choice(pos, n_pos, replace=False), rng.choice(neg, m - n_pos, replace=False)]
-            )
-            X, y = X[np.sort(keep)], y[np.sort(keep)]
-    sd = X.std(0)
-    return (X - X.mean(0)) / np.where(sd > 0, sd, 1.0), np.where(y == 1, 1, -1)
+            pick = [
+                rng.choice(pos, n_pos, replace=False),
+                rng.choice(neg, m - n_pos, replace=False),
+            ]
+            keep = np.sort(np.concatenate(pick))
+            X, y = X[keep], y[keep]
+    return C.standardise(X)[0], np.where(y == 1, 1, -1)
 
 
 def size_grid(m: int, m_pos: int, quick: bool = False) -> list[int]:
@@ -91,16 +96,13 @@ def size_grid(m: int, m_pos: int, quick: bool = False) -> list[int]:
     return sorted({int(min(max(round(s), 1), m)) for s in sizes})
 
 
-def _group(S: int, n: int, m: int, iters: int) -> int:
-    per = 8 * (n * n + (2 * iters + 5) * m)
-    n_groups = -(-S // max(1, min(S, GROUP_BYTES // per)))
-    return -(-S // n_groups)  # equal groups (the last one padded): one compilation per |R|
-
-
 def lanczos_norms(K, idx: np.ndarray, iters: int, key) -> np.ndarray:
+    """``‖K − K′‖₂`` per basis (row of ``idx``) in equal batches of at most ``GROUP_BYTES`` of
+    work arrays (the last one padded): one compilation per |R|."""
     S, n = idx.shape
-    g = _group(S, n, K.shape[0], iters)
-    n_groups = -(-S // g)
+    per = 8 * (n * n + (2 * iters + 5) * K.shape[0])
+    n_groups = -(-S // max(1, min(S, GROUP_BYTES // per)))
+    g = -(-S // n_groups)
     padded = np.concatenate([idx, np.repeat(idx[-1:], n_groups * g - S, axis=0)])
     keys = jax.random.split(key, n_groups)
     parts = [
@@ -119,7 +121,7 @@ def random_bases(pos: np.ndarray, n: int, S: int, key) -> np.ndarray:
 def run_dataset(name: str, args) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     X, y = load(name, args.m, args.seed)
-    pos = y == 1
+    pos, lam = y == 1, args.lam
     m, d, m_pos = X.shape[0], X.shape[1], int(pos.sum())
     kernel = kernels.gaussian(kernels.sigma2_heuristic(X))
     K = kernel(jnp.asarray(X), jnp.asarray(X))
@@ -129,24 +131,22 @@ def run_dataset(name: str, args) -> dict:
     for n in size_grid(m, m_pos, args.quick):
         t = time.perf_counter()
         rf = resolve_basis("rare_first", pos, key=key_rf, n_basis=n)
-        b31 = bounds.projected_map_bound(y, rf, args.lam, kappa=kappa)
         resid = bounds.projection_residuals(X, X[rf], kernel)
-        b37 = bounds.projected_residual_bound(resid, y, args.lam, kappa=kappa)
         # the rare-first basis rides along with the random ones: one batch, one compilation
         rnd = random_bases(pos, n, args.samples, key_rnd)
-        norms = lanczos_norms(K, np.concatenate([rnd, rf[None]]), args.iters,
-                              jax.random.fold_in(key_lz, n))  # fmt: skip
+        key = jax.random.fold_in(key_lz, n)
+        norms = lanczos_norms(K, np.concatenate([rnd, rf[None]]), args.iters, key)
         deltas, d_rf = norms[:-1], float(norms[-1])
-        b46 = np.asarray(bounds.perturbation_bound(deltas, args.lam, kappa=kappa))
+        b46 = np.asarray(bounds.perturbation_bound(deltas, lam, kappa=kappa))
         rows.append(
             {
                 "n_basis": n,
-                "proj31_rare_first": b31,
-                "proj37_rare_first": b37,
-                "kernel46_rare_first": bounds.perturbation_bound(d_rf, args.lam, kappa=kappa),
+                B31: bounds.projected_map_bound(y, rf, lam, kappa=kappa),
+                B37: bounds.projected_residual_bound(resid, y, lam, kappa=kappa),
+                B46R: bounds.perturbation_bound(d_rf, lam, kappa=kappa),
                 "delta_rare_first": d_rf,
-                "kernel46_random_mean": float(b46.mean()),
-                "kernel46_random_std": float(b46.std(ddof=1)) if b46.size > 1 else 0.0,
+                MEAN: float(b46.mean()),
+                SD: float(b46.std(ddof=1)) if b46.size > 1 else 0.0,
                 "kernel46_random": b46,
                 "delta_random": deltas,
                 "seconds": time.perf_counter() - t,
@@ -161,183 +161,126 @@ def run_dataset(name: str, args) -> dict:
         rnd = random_bases(pos, n, min(2, args.samples), key_rnd)
         exact = bounds.nystrom_perturbation_norm(K, rnd)
         lz = np.asarray(row["delta_random"][: len(exact)])
-        check.append(
-            {"n_basis": n, "exact": exact, "lanczos": lz, "rel_diff": np.abs(lz - exact) / exact}
-        )
-    return {
-        "data": name,
-        "m": m,
-        "m_pos": m_pos,
-        "d": d,
-        "rho": m_pos / m,
-        "sigma2": kernel.sigma2,
-        "kappa": kappa,
-        "rows": rows,
-        "lanczos_check": check,
-        "seconds": time.perf_counter() - t0,
-        # CPU time of this process (all threads): on a shared machine the wall time mostly
-        # measures the other tenants
-        "cpu_seconds": time.process_time() - c0,
-    }
+        check.append(dict(n_basis=n, exact=exact, lanczos=lz, rel_diff=np.abs(lz - exact) / exact))
+    info = dict(data=name, m=m, m_pos=m_pos, d=d, rho=m_pos / m, sigma2=kernel.sigma2, kappa=kappa)
+    # CPU time of this process (all threads): on a shared machine the wall time mostly
+    # measures the other tenants
+    secs = dict(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+    return {**info, "rows": rows, "lanczos_check": check, **secs}
+
+
+def _summary(res: dict) -> tuple[str, int, float]:
+    """The data line, the bases checked against the exact norm and Lanczos' largest relative
+    difference."""
+    check = res.get("lanczos_check") or []
+    worst = max((max(c["rel_diff"]) for c in check), default=float("nan"))
+    data = (
+        f"m = {res['m']}, m+ = {res['m_pos']} (ρ = {100 * res['rho']:.1f} %), "
+        f"d = {res['d']}, σ² = {res['sigma2']:.3g}"
+    )
+    return data, sum(len(c["exact"]) for c in check), worst
 
 
 def print_table(res: dict, lam: float) -> None:
-    print(
-        f"\n{res['data']}: m = {res['m']}, m+ = {res['m_pos']} (ρ = {100 * res['rho']:.1f} %), "
-        f"d = {res['d']}, σ² = {res['sigma2']:.3g}, κ = 1, λ = {lam:g}"
-    )
+    data, n_check, worst = _summary(res)
+    print(f"\n{res['data']}: {data}, κ = 1, λ = {lam:g}")
     head = (
-        f"{'|R|':>6} {'(31) rare-first':>16} {'(37) rare-first':>16} {'(46) random mean±sd':>24}"
-        f" {'(46) rare-first':>16} {'(46)/(31)':>10}"
+        f"{'|R|':>6} {'(31) rare-first':>16} {'(37) rare-first':>16} "
+        f"{'(46) random mean±sd':>24} {'(46) rare-first':>16} {'(46)/(31)':>10}"
     )
-    print(head)
-    print("-" * len(head))
+    print(head + "\n" + "-" * len(head))
     for r in res["rows"]:
         mark = " *" if r["n_basis"] == res["m_pos"] else "  "
-        ms = f"{r['kernel46_random_mean']:.4g} ± {r['kernel46_random_std']:.2g}"
-        ratio = r["kernel46_random_mean"] / r["proj31_rare_first"]
-        b31, b37, b46 = (r[k] for k in ("proj31_rare_first", "proj37_rare_first",
-                                        "kernel46_rare_first"))  # fmt: skip
+        ms = f"{r[MEAN]:.4g} ± {r[SD]:.2g}"
+        b31, b37, b46r, ratio = r[B31], r[B37], r[B46R], r[MEAN] / r[B31]
         n = r["n_basis"]
-        print(f"{n:>6}{mark}{b31:>14.4g} {b37:>16.4g} {ms:>24} {b46:>16.4g} {ratio:>10.3g}")
-    worst = max(float(np.max(c["rel_diff"])) for c in res["lanczos_check"])
-    n_check = sum(len(c["exact"]) for c in res["lanczos_check"])
-    print(f"(* = m+; Lanczos vs exact ||K − K′||₂ on {n_check} bases: "
-          f"max rel. diff {worst:.1e}; {C.fmt_seconds(res['seconds'])} wall, "
-          f"{C.fmt_seconds(res['cpu_seconds'])} CPU)")  # fmt: skip
+        print(f"{n:>6}{mark}{b31:>14.4g} {b37:>16.4g} {ms:>24} {b46r:>16.4g} {ratio:>10.3g}")
+    print(
+        f"(* = m+; Lanczos vs exact ||K − K′||₂ on {n_check} bases: max rel. diff {worst:.1e}; "
+        f"{C.fmt_seconds(res['seconds'])} wall, {C.fmt_seconds(res['cpu_seconds'])} CPU)"
+    )
 
 
-def _column(rows: list[dict], key: str) -> np.ndarray:
-    return np.array([r[key] for r in rows])
-
-
-def plot(results: list[dict], lam: float, path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import NullFormatter
-    except ImportError:
-        print("matplotlib not installed (pip install -e '.[bench]'): no plot")
-        return None
-    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.8), squeeze=False)
+def plot(results: list[dict], lam: float, path: Path) -> Path:
+    fig, axes = C.pyplot().subplots(1, len(results), figsize=(6 * len(results), 4.8), squeeze=False)
     for ax, res in zip(axes[0], results, strict=True):
         n = np.array([r["n_basis"] for r in res["rows"]])
-        get = functools.partial(_column, res["rows"])
-        ax.errorbar(n, get("kernel46_random_mean"), yerr=get("kernel46_random_std"), fmt="o-",
-                    capsize=3, label="kernel perturbation (46), random R")  # fmt: skip
-        ax.plot(n, get("kernel46_rare_first"), "o:", color="C0", alpha=0.6,
-                label="kernel perturbation (46), rare first")  # fmt: skip
-        ax.plot(
-            n, get("proj31_rare_first"), "s-", color="C3", label="projected map (31), rare first"
-        )
-        ax.plot(n, get("proj37_rare_first"), "s--", color="C3", alpha=0.6,
-                label="projected map, residuals (37)")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(n, [str(v) for v in n])
+        col = {k: np.array([r[k] for r in res["rows"]]) for k in (B31, B37, B46R, MEAN, SD)}
+        kp = "kernel perturbation (46)"
+        ax.errorbar(n, col[MEAN], yerr=col[SD], fmt="o-", capsize=3, label=f"{kp}, random R")
+        ax.plot(n, col[B46R], "o:", color="C0", alpha=0.6, label=f"{kp}, rare first")
+        ax.plot(n, col[B31], "s-", color="C3", label="projected map (31), rare first")
+        ax.plot(n, col[B37], "s--", color="C3", alpha=0.6, label="projected map, residuals (37)")
         # the paper's marker: a blue star on the x-axis at |R| = m+
-        ax.plot([res["m_pos"]], [0], "*", color="blue", ms=14, clip_on=False,
-                transform=ax.get_xaxis_transform())  # fmt: skip
-        ax.set_xlabel("|R|")
+        star = dict(color="blue", ms=14, clip_on=False, transform=ax.get_xaxis_transform())
+        ax.plot([res["m_pos"]], [0], "*", **star)
         ax.set_ylabel(f"bound on |RankSVM − R-subset ranker| (λ = {lam:g}, κ = 1)")
-        ax.set_title(f"{res['data']} (m = {res['m']}, m+ = {res['m_pos']})")
-        ax.grid(True, which="both", alpha=0.3)
+        title = f"{res['data']} (m = {res['m']}, m+ = {res['m_pos']})"
+        C.style_axes(ax, title, "|R|", xlog=True, ylog=True, xticks=n.tolist())
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return C.save_figure(fig, path, dpi=120)
 
 
 def markdown(result: dict) -> str:
-    """The result as markdown: per data set the bounds against |R| (the paper's two curves,
-    (31) rare first and (46) random mean ± sd, plus (37) and (46) rare first) and the paper's
-    claim checked at |R| = m+."""
+    """Per data set the bounds against |R| (the paper's two curves, (31) rare first and (46)
+    random mean ± sd, plus (37) and (46) rare first) and the paper's claim."""
     st = result["settings"]
     lines = [
         f"Seed 003 Fig. 3 setting: Gaussian kernel with the paper's σ² (κ = 1), λ = {st['lam']:g}, "
         f"stratified subsample of m = {st['m'] or 'all'} rows, {st['samples']} random bases per "
         f"|R| (paper: 40), ‖K − K′‖₂ by {st['iters']} Lanczos steps, float64"
-        f"{' — QUICK' if st.get('quick') else ''}. Paper's claim (Sec. 4, no numbers): the "
+        f"{C.quick_tag(st)}. Paper's claim (Sec. 4, no numbers): the "
         "projected-map bound (31) can be significantly lower than the kernel-perturbation "
         "bound (46), particularly when |R| ≪ m. * = m+ (the paper's blue star).",
     ]
     for res in result["results"]:
-        lines += [
-            "",
-            f"**{res['data']}**: m = {res['m']}, m+ = {res['m_pos']} "
-            f"(ρ = {100 * res['rho']:.1f} %), d = {res['d']}, σ² = {res['sigma2']:.3g}",
-            "",
-            "| |R| | (31) rare first | (37) rare first | (46) random, mean ± sd "
-            "| (46) rare first | (46) random / (31) |",
-            "|---:|---:|---:|---:|---:|---:|",
-        ]
+        data, n_check, worst = _summary(res)
+        rows = []
         for r in res["rows"]:
-            star = " *" if r["n_basis"] == res["m_pos"] else ""
-            lines.append(
-                f"| {r['n_basis']}{star} | {r['proj31_rare_first']:.3g} "
-                f"| {r['proj37_rare_first']:.3g} "
-                f"| {r['kernel46_random_mean']:.3g} ± {r['kernel46_random_std']:.2g} "
-                f"| {r['kernel46_rare_first']:.3g} "
-                f"| {r['kernel46_random_mean'] / r['proj31_rare_first']:.2f} |"
-            )
-        lower = sum(r["proj31_rare_first"] < r["kernel46_random_mean"] for r in res["rows"])
-        check = res.get("lanczos_check") or []
-        worst = max((max(c["rel_diff"]) for c in check), default=float("nan"))
-        lines += [
-            "",
+            b31, b37, mean, b46r = (f"{r[k]:.3g}" for k in (B31, B37, MEAN, B46R))
+            n = f"{r['n_basis']}" + (" *" if r["n_basis"] == res["m_pos"] else "")
+            rows.append([n, b31, b37, f"{mean} ± {r[SD]:.2g}", b46r, f"{r[MEAN] / r[B31]:.2f}"])
+        lower = sum(r[B31] < r[MEAN] for r in res["rows"])
+        lines += ["", f"**{res['data']}**: {data}", "", *C.md_table(MD_HEAD, rows, "rrrrrr"), ""]
+        lines.append(
             f"(31) below the mean of (46) at {lower} of {len(res['rows'])} sizes; Lanczos vs "
-            f"exact ‖K − K′‖₂ on {sum(len(c['exact']) for c in check)} bases: max rel. diff "
-            f"{worst:.1e}.",
-        ]
+            f"exact ‖K − K′‖₂ on {n_check} bases: max rel. diff {worst:.1e}."
+        )
     # "|R|" would split a markdown table cell
     return "\n".join(lines).replace("|R|", "\\|R\\|")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", nargs="+", default=list(DATASETS),
-                   help="KEEL names (page-blocks0, satimage) or 'simulated'")  # fmt: skip
+    p = C.parser(NAME, __doc__, f"smoke test: {QUICK}", seed=0)
+    names = "KEEL names (page-blocks0, satimage) or 'simulated'"
+    p.add_argument("--data", nargs="+", default=list(DATASETS), help=names)
     p.add_argument("--m", type=int, default=1500, help="stratified subsample size (0: all rows)")
     p.add_argument("--samples", type=int, default=40, help="random bases per |R| (paper: 40)")
     p.add_argument("--iters", type=int, default=50, help="Lanczos steps per norm")
     p.add_argument("--lam", type=float, default=1.0, help="λ (paper: 1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help=f"smoke test: {QUICK}")
-    p.add_argument("--out", type=Path, default=None, help="JSON path (PNG beside it)")
     args = p.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
     if args.quick:
-        for k, v in QUICK.items():
-            setattr(args, k, v)
-    out = args.out or C.OUT_DIR / ("fig3_bounds_quick.json" if args.quick else "fig3_bounds.json")
+        vars(args).update(QUICK)
+    jax.config.update("jax_enable_x64", True)
     t0, c0 = time.perf_counter(), time.process_time()
     results = [run_dataset(name, args) for name in args.data]
     for res in results:
         print_table(res, args.lam)
+    settings = {k: vars(args)[k] for k in ("data", "m", "samples", "iters", "lam", "seed", "quick")}
     report = {
-        "bench": "fig3_bounds",
+        "bench": NAME,
         "paper": "seed 003, Fig. 3 (Thm 3 eq. 31 vs Thm 7 eq. 46)",
         "env": C.env_info(),
-        "settings": {
-            "data": args.data, "m": args.m, "samples": args.samples, "iters": args.iters,
-            "lam": args.lam, "seed": args.seed, "quick": args.quick, "kernel": "gaussian",
-            "dtype": "float64",
-        },
+        "settings": {**settings, "kernel": "gaussian", "dtype": "float64"},
         "results": results,
         "total_seconds": time.perf_counter() - t0,
         "total_cpu_seconds": time.process_time() - c0,
-    }  # fmt: skip
-    path = C.write_json(out, report)
-    png = plot(results, args.lam, out.with_suffix(".png"))
-    print(
-        f"\nwrote {path}"
-        + (f" and {png}" if png else "")
-        + f" ({C.fmt_seconds(report['total_seconds'])})"
-    )
+    }
+    saved = [C.RESULTS_DIR / C.out_path(NAME, args.quick).name] if args.save else []
+    for out in [args.out, *saved]:  # --save: also to bench/results/
+        path = C.write_json(out, report)
+        png = plot(results, args.lam, out.with_suffix(".png"))
+        print(f"\nwrote {path} and {png} ({C.fmt_seconds(report['total_seconds'])})")
     return 0
 
 

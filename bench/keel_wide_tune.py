@@ -48,6 +48,9 @@ LAMS = 2.0 ** np.arange(-20, 11, 2)
 FACTORS = 2.0 ** np.arange(-4, 3)
 POLICIES = (("rare", 128), ("auto", 64), ("auto", 128), ("auto", 256))
 OUT = C.OUT_DIR / "keel_wide_tune"
+# the candidate defaults: sets of policies (by _name), of σ² factors, and every rule of _cv
+CAND_POLICIES = "rare auto64 auto128 auto256 rare+auto128 rare+auto256 auto64+auto256".split()
+CAND_FACTORS = ((1.0,), (0.25, 1.0, 4.0), (0.25, 0.5, 1.0, 2.0, 4.0), (0.0625, 0.25, 1.0, 4.0))
 
 
 def run_set(name: str, splits: int) -> dict:
@@ -58,51 +61,40 @@ def run_set(name: str, splits: int) -> dict:
     X, y, _ = load_set(name)
     out = {"name": name, "policies": POLICIES, "lams": LAMS, "factors": FACTORS, "splits": []}
     for split in range(splits):
-        rng = np.random.default_rng([SEED, split])
-        tr, te = stratified_split(y, TEST_FRAC, rng)
-        Xtr, Xte = standardise(X[tr], X[te])
-        ytr, yte = y[tr], y[te]
-        pos = ytr == 1
-        h = kernels.sigma2_heuristic(Xtr)
+        tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([SEED, split]))
+        (Xtr, Xte), ytr, yte = standardise(X[tr], X[te]), y[tr], y[te]
+        pos, h = ytr == 1, kernels.sigma2_heuristic(Xtr)
         key = jax.random.fold_in(jax.random.key(SEED), split)
         rec = {"cv": [], "test": [], "n_basis": [], "cv_seconds": []}
         for policy, floor in POLICIES:
             t0 = time.perf_counter()
-            cv = _cv.cv_search(Xtr, pos, lams=LAMS, sigma2s=h * FACTORS, policies=(policy,),
-                               folds=5, key=key, min_basis=floor, dtype="float32")  # fmt: skip
+            opts = dict(policies=(policy,), folds=5, key=key, min_basis=floor, dtype="float32")
+            cv = _cv.cv_search(Xtr, pos, lams=LAMS, sigma2s=h * FACTORS, **opts)
             rec["cv_seconds"].append(time.perf_counter() - t0)
             rec["cv"].append(cv.cv_auc[0])
             idx = _cv.refit_basis(policy, Xtr, pos, key=key, min_basis=floor)
             rec["n_basis"].append(int(idx.size))
             test = []
             for s2 in h * FACTORS:
+                kernel = kernels.gaussian(float(s2))
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
-                    model = jaxrank.fit(Xtr, pos, LAMS, basis=idx, dtype="float32",
-                                        kernel=kernels.gaussian(float(s2)))  # fmt: skip
+                    model = jaxrank.fit(Xtr, pos, LAMS, basis=idx, dtype="float32", kernel=kernel)
                 test.append(np.asarray(metrics.auc(yte == 1, model.decision_function(Xte))))
             rec["test"].append(test)
-            print(f"{name} split {split} {policy}/{floor}: |R| = {idx.size}, "
-                  f"{rec['cv_seconds'][-1]:.1f} s", flush=True)  # fmt: skip
-        d = Xtr.shape[1]
+            secs = rec["cv_seconds"][-1]
+            print(
+                f"{name} split {split} {policy}/{floor}: |R| = {idx.size}, {secs:.1f} s", flush=True
+            )
+        grid = {"C": list(SVC_C), "gamma": [g / Xtr.shape[1] for g in SVC_GAMMA_FACTORS]}
+        folds = StratifiedKFold(5, shuffle=True, random_state=split)
         t0 = time.perf_counter()
-        gs = GridSearchCV(
-            SVC(class_weight="balanced"),
-            {"C": list(SVC_C), "gamma": [g / d for g in SVC_GAMMA_FACTORS]},
-            scoring="roc_auc", cv=StratifiedKFold(5, shuffle=True, random_state=split),
-        ).fit(Xtr, ytr)  # fmt: skip
+        gs = GridSearchCV(SVC(class_weight="balanced"), grid, scoring="roc_auc", cv=folds)
+        gs.fit(Xtr, ytr)
         rec["svc_seconds"] = time.perf_counter() - t0
         rec["svc"] = float(roc_auc_score(yte, gs.decision_function(Xte)))
         out["splits"].append(rec)
     return out
-
-
-def candidates():
-    pols = [("rare",), ("auto64",), ("auto128",), ("auto256",), ("rare", "auto128"),
-            ("rare", "auto256"), ("auto64", "auto256")]  # fmt: skip
-    facs = [(1.0,), (0.25, 1.0, 4.0), (0.25, 0.5, 1.0, 2.0, 4.0), (0.0625, 0.25, 1.0, 4.0),
-            tuple(FACTORS.tolist())]  # fmt: skip
-    return itertools.product(pols, facs, _cv.RULES)
 
 
 def _name(policy, floor):
@@ -132,28 +124,27 @@ def score(data: list[dict], pols, facs, rule) -> tuple[float, float, np.ndarray]
 
 
 def analyse(save: bool) -> None:
-    files = sorted(OUT.glob("*.json"))
-    data = [json.loads(f.read_text()) for f in files]
+    data = [json.loads(f.read_text()) for f in sorted(OUT.glob("*.json"))]
     print(f"{len(data)} sets: {', '.join(d['name'] for d in data)}")
     rows = []
-    for pols, facs, rule in candidates():
-        mean, svc, diff = score(data, pols, facs, rule)
-        rows.append({"policies": pols, "factors": facs, "rule": rule, "auc": mean,
-                     "svc_auc": svc, "worst": float(diff.min()),
-                     "win_or_tie": float(np.mean(diff >= -TIE)), "diff": diff})  # fmt: skip
+    pols = [tuple(p.split("+")) for p in CAND_POLICIES]
+    for p, f, rule in itertools.product(pols, [*CAND_FACTORS, tuple(FACTORS.tolist())], _cv.RULES):
+        mean, svc, diff = score(data, p, f, rule)
+        row = dict(policies=p, factors=f, rule=rule, auc=mean, svc_auc=svc, worst=float(diff.min()))
+        rows.append(row | {"win_or_tie": float(np.mean(diff >= -TIE)), "diff": diff})
     rows.sort(key=lambda r: -r["auc"])
     for r in rows:
-        print(f"{r['auc']:6.2f} (SVC-W {r['svc_auc']:.2f}) worst {r['worst']:+5.1f} "
-              f"w/t {r['win_or_tie']:.2f}  {'+'.join(r['policies']):16s} "
-              f"{r['factors']!s:34s} {r['rule']:7s}"
-              + " ".join(f"{x:+.1f}" for x in r["diff"]))  # fmt: skip
-    cv_s = {_name(*p): float(np.mean([r["cv_seconds"][i] for d in data for r in d["splits"]]))
-            for i, p in enumerate(POLICIES)}  # fmt: skip
+        print(
+            f"{r['auc']:6.2f} (SVC-W {r['svc_auc']:.2f}) worst {r['worst']:+5.1f} "
+            f"w/t {r['win_or_tie']:.2f}  {'+'.join(r['policies']):16s} "
+            f"{r['factors']!s:34s} {r['rule']:7s}" + " ".join(f"{x:+.1f}" for x in r["diff"])
+        )
+    secs = lambda i: float(np.mean([r["cv_seconds"][i] for d in data for r in d["splits"]]))
+    cv_s = {_name(*p): secs(i) for i, p in enumerate(POLICIES)}
     print("mean CV seconds per split (7 σ², 16 λ, 5 folds):", cv_s)
     if save:
-        sets = [d["name"] for d in data]
-        res = {"benchmark": "keel_wide_tune", "env": C.env_info(), "sets": sets,
-               "cv_seconds": cv_s, "candidates": rows}  # fmt: skip
+        res = {"benchmark": "keel_wide_tune", "env": C.env_info()}
+        res |= {"sets": [d["name"] for d in data], "cv_seconds": cv_s, "candidates": rows}
         C.write_json(C.RESULTS_DIR / "keel_wide_tune.json", res)
 
 

