@@ -640,13 +640,13 @@ def objective_hvp_batched(K, Krr, lams, windows, vs, loss, n_pos, n_neg, block=N
 
 
 def sizes_main(name, script, args, run_size, flags, settings, print_all, detail="", jobs=1) -> int:
-    """The parent run of a bench that measures each size of ``args.sizes`` in a subprocess
-    (:func:`run_children` of ``script`` with ``flags``; ``run_size`` here with ``--in-process``):
-    header, ``print_all(results)``, the JSON ``{benchmark, env, settings, results, seconds}`` to
-    ``args.out``. Exit status 1 when a size failed."""
+    """The run of a bench over the sizes ``args.sizes``: header, ``run_size(m)`` for each size
+    (in a subprocess each, :func:`run_children` of ``script`` with ``flags``; here without a
+    ``script`` or with ``--in-process``), ``print_all(results)``, the JSON ``{benchmark, env,
+    settings, results, seconds}`` to ``args.out``. Exit status 1 when a size failed."""
     env = header(name, detail)
     t0 = time.perf_counter()
-    if args.in_process:
+    if script is None or args.in_process:
         results = [run_size(m) for m in args.sizes]
     else:
         results = run_children(script, args.sizes, flags, jobs)
@@ -663,3 +663,23 @@ def ordered_rows(X, y, dtype):
     pos = np.asarray(y) == 1
     order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
     return jax.numpy.asarray(X[order], dtype), int(pos.sum()), int((~pos).sum())
+
+
+def sizes_parser(name: str, doc: str, quick: str, repeats: int, sizes="m values (1e4-1e6)"):
+    """Arguments of a bench over sizes m: ``--sizes``, ``--quick`` (help ``quick``), ``--repeats``
+    (default ``repeats``) and ``--out`` (default ``bench/out/<name>.json``)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=None, help=sizes)
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--repeats", type=int, default=repeats, help="timed repeats (median)")
+    p.add_argument("--out", type=Path, default=OUT_DIR / f"{name}.json", help="JSON output")
+    return p
+
+
+def mode_defaults(args, quick: dict, full: dict):
+    """Set each ``args.<key>`` left ``None`` to the value in the run's mode (``quick`` with
+    ``args.quick``, else ``full``; a tuple as a list); ``args``."""
+    for k, v in (quick if args.quick else full).items():
+        if getattr(args, k) is None:
+            setattr(args, k, list(v) if isinstance(v, tuple) else v)
+    return args
