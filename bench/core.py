@@ -54,11 +54,9 @@ Writes ``bench/out/core.json`` (or ``--out``) with the environment, every timing
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 import time
-from pathlib import Path
 
 import _common as C
 import jax
@@ -73,8 +71,10 @@ DTYPE = "float32"
 D, T_OVERLAP, SEED, EPS = 40, 0.75, 0, 0.5
 LAM = 2.0**-8
 LAM_GRID = 2.0 ** np.arange(-20, 11, 2)
-SIZES = (10_000, 100_000, 1_000_000)
-QUICK_SIZES = (2_000, 5_000)
+FULL = dict(sizes=(10_000, 100_000, 1_000_000), jobs=1)
+# --quick is a CI smoke test bounded by compile time (~25 s a size on 2 cores): its two sizes
+# run side by side, so its timings share the cores and are not for comparison.
+QUICK = dict(sizes=(2_000, 5_000), jobs=2)
 NAIVE_MAX_PAIRS = 2e8
 REL_DIFFS = {"F": "value", "grad": "grad", "Hv": "hvp"}  # the naive check's rel.diff columns
 N_COLS = 16
@@ -341,23 +341,14 @@ def print_all(results: list[dict]) -> None:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=None, help="m values (default 1e4-1e6)")
-    p.add_argument("--quick", action="store_true", help=f"tiny sizes {QUICK_SIZES} (CI)")
-    p.add_argument("--out", type=Path, default=C.OUT_DIR / "core.json", help="JSON output")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
+    sizes = "m values (default 1e4-1e6)"
+    p = C.sizes_parser(NAME, __doc__, f"tiny sizes {QUICK['sizes']} (CI)", 3, sizes)
     p.add_argument("--stage-budget", type=float, default=300.0, help="seconds (module notes)")
     p.add_argument("--skip-seq", action="store_true", help="skip the 16 one-λ fits")
     p.add_argument("--skip-grid", action="store_true", help="skip the λ-grid stage")
     p.add_argument("--jobs", type=int, default=None, help="sizes at once (1; --quick: 2)")
     C.add_child_args(p)
-    args = p.parse_args(argv)
-    args.sizes = args.sizes or list(QUICK_SIZES if args.quick else SIZES)
-    if args.jobs is None:
-        # --quick is a CI smoke test bounded by compile time (~25 s a size on 2 cores): its two
-        # sizes run side by side, so its timings share the cores and are not for comparison.
-        args.jobs = 2 if args.quick else 1
-    return args
+    return C.mode_defaults(p.parse_args(argv), QUICK, FULL)
 
 
 def main(argv=None) -> int:

@@ -63,10 +63,8 @@ Writes ``bench/out/roofline.json`` (or ``--out``): environment, settings, every 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 import _common as C
 import jax
@@ -80,8 +78,8 @@ NAME = "roofline"
 DTYPE = "float32"
 D, T_OVERLAP, SEED, EPS = 40, 0.75, 0, 0.5
 LAM = 2.0**-8
-SIZES, QUICK_SIZES = (10_000, 100_000, 1_000_000), (2_000,)
-LS, QUICK_LS = (1, 2, 4, 8, 16), (1, 2)
+FULL = dict(sizes=(10_000, 100_000, 1_000_000), lams=(1, 2, 4, 8, 16), time_budget=1.0)
+QUICK = dict(sizes=(2_000,), lams=(1, 2), time_budget=0.05)
 PASSES = {"Kv": 1, "gK": 1, "hvp": 2, "value_grad": 2}
 GK_LABEL = "G@K as the fit runs it (L ≥ 4 on CPU: (KᵀGᵀ)ᵀ, Kᵀ stored beside K)"
 GK_ROWS = "G@K on K alone (vmapped two-level"
@@ -373,20 +371,13 @@ def markdown(result: dict) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=None, help="m values (1e4-1e6)")
-    p.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}, L {QUICK_LS} (CI)")
-    p.add_argument("--lams", type=int, nargs="+", default=None, help=f"L values (default {LS})")
+    quick = f"sizes {QUICK['sizes']}, L {QUICK['lams']} (CI)"
+    p = C.sizes_parser(NAME, __doc__, quick, 5)
+    p.add_argument("--lams", type=int, nargs="+", default=None, help=f"L values ({FULL['lams']})")
     p.add_argument("--streamed-size", type=int, default=None, help="default middle size; 0: none")
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats at least (median)")
     p.add_argument("--time-budget", type=float, default=None, help="s a product (1; quick 0.05)")
-    p.add_argument("--out", type=Path, default=C.OUT_DIR / "roofline.json", help="JSON output")
     C.add_child_args(p)
-    args = p.parse_args(argv)
-    args.sizes = args.sizes or list(QUICK_SIZES if args.quick else SIZES)
-    args.lams = args.lams or list(QUICK_LS if args.quick else LS)
-    if args.time_budget is None:
-        args.time_budget = 0.05 if args.quick else 1.0
+    args = C.mode_defaults(p.parse_args(argv), QUICK, FULL)
     if args.streamed_size is None:
         args.streamed_size = sorted(args.sizes)[len(args.sizes) // 2]
     if min(args.lams) < 1:
