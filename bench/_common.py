@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -513,3 +515,182 @@ def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [max([len(h), *(len(r[k]) for r in rows)]) for k, h in enumerate(header)]
     for row in [header, *rows]:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+# ---- added for benchc
+
+
+def rho_for(m: int) -> float:
+    """ρ of the scale benches' simulated data: 1 % below m = 10⁶, 0.1 % from 10⁶ on (m+ = 100,
+    1000, 1000 at m = 10⁴, 10⁵, 10⁶)."""
+    return 0.01 if m < 1_000_000 else 0.001
+
+
+def scale_data(m: int, *, t: float = 0.75, d: int = 40, seed: int = 0):
+    """``make_rare_class(m, rho_for(m), t, d=d, seed=seed)`` (seed 000 Sec. 6.1), standardised on
+    its rows: the data of the core, roofline and gpu benches."""
+    import jaxrank
+
+    X, y = jaxrank.datasets.make_rare_class(m, rho_for(m), t, d=d, seed=seed)
+    return standardise(X)[0], y
+
+
+def model_info(model) -> dict:
+    """``model.info`` as lists (scalars for a scalar λ), the status by name."""
+    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
+    return {**info, "status": status_names(model)}
+
+
+def timed_fit(fn, repeats: int, budget: float) -> tuple[Any, dict]:
+    """First call (with compile), then the median of up to ``repeats`` more: fewer (at least
+    one) when ``repeats`` times the first call would exceed ``budget`` seconds (a 10⁶-row grid
+    takes minutes a call); the count used and the warning messages are in the timing."""
+    with caught_warnings() as caught:
+        out, first = time_first(fn)
+        n = max(1, min(repeats, int(budget // max(first, 1e-9))))
+        timing = time_median(fn, repeats=n, warmup=0)
+    msgs = sorted({str(w.message) for w in caught})
+    return out, {"first": first, **timing, "repeats": n, "warnings": msgs}
+
+
+def time_budgeted(fn, *args, repeats: int, budget: float, keep_probe: bool = False) -> dict:
+    """:func:`time_median` of ``fn(*args)`` after a compile call and a probe call: at least
+    ``repeats`` runs, more (≤ 50) while they fit in ``budget`` seconds at the probe's time (fast
+    calls on a loaded machine need many for a stable median). ``keep_probe``: the probe is the
+    first of the runs."""
+    time_first(fn, *args)
+    t = time_first(fn, *args)[1]
+    n = int(min(50, max(repeats, budget // max(t, 1e-9))))
+    if not keep_probe:
+        return time_median(fn, *args, repeats=n, warmup=0)
+    runs = [t] + (time_median(fn, *args, repeats=n - 1, warmup=0)["runs"] if n > 1 else [])
+    return {"median": float(np.median(runs)), "min": float(np.min(runs)), "runs": runs}
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0):
+    """Print ``title`` and a plain-text table, each column as wide as its widest cell: the first
+    ``left`` columns left-aligned, the others right-aligned. Nothing without rows."""
+    if not rows:
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print(f"\n{title}")
+    align = [str.ljust] * left + [str.rjust] * (len(header) - left)
+    for r in [header, *rows]:
+        print("  ".join(a(c, w) for a, c, w in zip(align, r, widths, strict=True)))
+
+
+def add_child_args(p) -> None:
+    """``--in-process`` and the hidden ``--child M --child-out PATH`` of :func:`run_children`."""
+    p.add_argument("--in-process", action="store_true", help="no subprocess per size")
+    p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
+
+
+def run_children(script: str, sizes, args: Sequence[str], jobs: int = 1) -> list[dict]:
+    """Run ``script --child m --child-out PATH *args`` for each size m in a fresh interpreter
+    (per-size peak memory, cold compiles), ``jobs`` at once; each child's JSON in the order of
+    ``sizes``, ``{"m", "error"}`` for a child that failed."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        pending, running = list(sizes), []
+        while pending or running:
+            while pending and len(running) < jobs:
+                m = pending.pop(0)
+                out = Path(tmp) / f"{m}.json"
+                cmd = [sys.executable, script, "--child", str(m), "--child-out", str(out), *args]
+                running.append((m, out, subprocess.Popen(cmd)))
+            m, out, proc = running.pop(0)
+            code = proc.wait()
+            if code == 0 and out.exists():
+                results[m] = json.loads(out.read_text())
+            else:
+                results[m] = {"m": m, "error": f"subprocess exited with code {code}"}
+    return [results[m] for m in sizes]
+
+
+def hinge_loss(eps: float = 0.5, dtype="float32"):
+    """jaxrank's smoothed hinge (seed 000 eq. 13) with its coefficients in ``dtype``."""
+    from jaxrank.losses import smoothed_hinge
+
+    return jax.tree.map(lambda v: jax.numpy.asarray(v, dtype), smoothed_hinge(eps))
+
+
+def _closures(K, Krr, lam, loss, n_pos, n_neg, block):
+    from jaxrank.fit import objective_closures
+
+    return objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
+
+
+_OBJ_STATIC = ("n_pos", "n_neg", "block")
+
+
+@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
+def objective_value(K, Krr, lam, beta, loss, n_pos, n_neg, block=None):
+    """Jitted ``(F, ∇F, windows)`` at β of :func:`jaxrank.fit.objective_closures`."""
+    return _closures(K, Krr, lam, loss, n_pos, n_neg, block)[0](beta)
+
+
+@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
+def objective_hvp(K, Krr, lam, windows, v, loss, n_pos, n_neg, block=None):
+    """Jitted Hessian-vector product on the windows of :func:`objective_value`."""
+    return _closures(K, Krr, lam, loss, n_pos, n_neg, block)[1](windows, v)
+
+
+@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
+def objective_value_batched(K, Krr, lams, betas, loss, n_pos, n_neg, block=None):
+    """:func:`objective_value` vmapped over λ and β, as the batched λ grid runs it."""
+    f = lambda lam, b: _closures(K, Krr, lam, loss, n_pos, n_neg, block)[0](b)
+    return jax.vmap(f)(lams, betas)
+
+
+@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
+def objective_hvp_batched(K, Krr, lams, windows, vs, loss, n_pos, n_neg, block=None):
+    """:func:`objective_hvp` vmapped over λ, windows and v."""
+    f = lambda lam, w, v: _closures(K, Krr, lam, loss, n_pos, n_neg, block)[1](w, v)
+    return jax.vmap(f)(lams, windows, vs)
+
+
+def sizes_main(name, script, args, run_size, flags, settings, print_all, detail="", jobs=1) -> int:
+    """The run of a bench over the sizes ``args.sizes``: header, ``run_size(m)`` for each size
+    (in a subprocess each, :func:`run_children` of ``script`` with ``flags``; here without a
+    ``script`` or with ``--in-process``), ``print_all(results)``, the JSON ``{benchmark, env,
+    settings, results, seconds}`` to ``args.out``. Exit status 1 when a size failed."""
+    env = header(name, detail)
+    t0 = time.perf_counter()
+    if script is None or args.in_process:
+        results = [run_size(m) for m in args.sizes]
+    else:
+        results = run_children(script, args.sizes, flags, jobs)
+    print_all(results)
+    report = {"benchmark": name, "env": env, "settings": settings, "results": results}
+    report["seconds"] = time.perf_counter() - t0
+    path = write_json(args.out, report)
+    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
+    return 0 if all("error" not in r for r in results) else 1
+
+
+def ordered_rows(X, y, dtype):
+    """``(X_o, n_pos, n_neg)``: the rows as a fit orders them, [positives; negatives]."""
+    pos = np.asarray(y) == 1
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    return jax.numpy.asarray(X[order], dtype), int(pos.sum()), int((~pos).sum())
+
+
+def sizes_parser(name: str, doc: str, quick: str, repeats: int, sizes="m values (1e4-1e6)"):
+    """Arguments of a bench over sizes m: ``--sizes``, ``--quick`` (help ``quick``), ``--repeats``
+    (default ``repeats``) and ``--out`` (default ``bench/out/<name>.json``)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=None, help=sizes)
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--repeats", type=int, default=repeats, help="timed repeats (median)")
+    p.add_argument("--out", type=Path, default=OUT_DIR / f"{name}.json", help="JSON output")
+    return p
+
+
+def mode_defaults(args, quick: dict, full: dict):
+    """Set each ``args.<key>`` left ``None`` to the value in the run's mode (``quick`` with
+    ``args.quick``, else ``full``; a tuple as a list); ``args``."""
+    for k, v in (quick if args.quick else full).items():
+        if getattr(args, k) is None:
+            setattr(args, k, list(v) if isinstance(v, tuple) else v)
+    return args
