@@ -155,6 +155,7 @@ from jaxrank.select import shared_floors, stratified_folds
 
 __all__ = [
     "AUTO_MIN_BASIS",
+    "NARROW_MARGIN_SE",
     "NARROW_MAX_ROWS",
     "NARROW_MIN_BASIS",
     "NARROW_MIN_ROWS",
@@ -183,6 +184,9 @@ NARROW_MAX_ROWS = 2048
 NARROW_STEPS = (1 / 16,)
 #: ... with the auto basis floor raised to this (a narrow kernel needs centres near every row).
 NARROW_MIN_BASIS = 1024
+#: ... and a narrow pick replaces the pick it extends only when it wins on the same folds by more
+#: than this many standard errors of the paired fold differences (module notes).
+NARROW_MARGIN_SE = 1.0
 
 #: Selection rules of :func:`choose`.
 RULES = ("max", "one_se", "smooth", "smooth_grid")
@@ -450,6 +454,31 @@ def search_narrower(
         min_basis=np.concatenate([ext.min_basis, search.min_basis]),
         fit_seconds=search.fit_seconds + ext.fit_seconds,
     )  # fmt: skip
+
+
+def keep_narrower(
+    search: CVSearch, base: tuple, pick: tuple, n_new: int, margin_se: float = NARROW_MARGIN_SE
+) -> tuple[int, int, int]:
+    """The pick on a :func:`search_narrower` table: the narrow one only if it clearly wins.
+
+    ``pick`` is the rule's choice on the merged table, ``base`` the choice ``(b, s, j)`` on the
+    table before the ``n_new`` narrower σ² were put in front. A pick among the new σ² is kept
+    only when its held-out AUC beats the base pick's on the same folds by more than
+    ``margin_se`` standard errors of the paired differences, ``mean(d) > margin_se ·
+    std(d)/√k`` with ``d_f = AUC_f(pick) − AUC_f(base)``; otherwise the base pick stands
+    (module notes: a narrow kernel is the riskier model, and with 3-4 rare rows per held-out
+    fold one lucky fold can carry it).
+
+    Returns:
+      ``(b, s, j)`` into the merged table.
+    """
+    b0, s0, j0 = base
+    s0 += n_new
+    if pick[1] >= n_new:
+        return pick
+    d = search.cv_auc[pick[0], pick[1], :, pick[2]] - search.cv_auc[b0, s0, :, j0]
+    se = d.std(ddof=1) / math.sqrt(d.size) if d.size > 1 else 0.0
+    return pick if d.mean() > margin_se * se and d.mean() > 0 else (b0, s0, j0)
 
 
 def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
