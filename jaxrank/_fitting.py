@@ -38,7 +38,7 @@ import dataclasses
 import functools
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,9 +48,11 @@ from jaxrank import _buckets, _cache
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._validation import (
+    check_cast,
     check_lam_dtype,
     check_positive,
 )
+from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
 from jaxrank.model import ConvergenceWarning, RankModel
 from jaxrank.objective import (
@@ -386,6 +388,55 @@ def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter
         if isinstance(v, bool) or int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}.")
     return tol
+
+
+class FitOptions(NamedTuple):
+    """The checked loss and solver options of a :func:`fit_rows` call (:func:`check_fit_options`),
+    built once by a fitter and passed on as one bundle (``fit_rows(..., **options._asdict())``)."""
+
+    dtype: np.dtype
+    loss: str
+    eps: float
+    tol: float
+    max_iter: int
+    max_cg: int
+    path: str
+    chains: int
+    precondition: str
+    memory_budget: int | None
+    max_kernel_bytes: int | None
+
+
+def check_fit_options(
+    X, *, loss, eps, tol, path, chains, precondition, max_iter, max_cg, dtype, memory_budget,
+    max_kernel_bytes, no_jacobi: str | None = None,
+) -> FitOptions:  # fmt: skip
+    """The checks :func:`jaxrank.fit`, :func:`jaxrank.push.fit_push` and
+    :func:`jaxrank.multilevel.fit_multilevel` share, in this order: ``precondition="jacobi"``
+    refused with the message ``no_jacobi`` (when given), :func:`check_solver_options`, the dtype
+    (:func:`choose_dtype`) and the cast of ``X`` to it (:func:`~jaxrank._validation.check_cast`).
+    """
+    if no_jacobi is not None and precondition == "jacobi":
+        raise ValueError(no_jacobi)
+    tol = check_solver_options(
+        loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
+        max_iter=max_iter, max_cg=max_cg,
+    )  # fmt: skip
+    dt = choose_dtype(X, dtype)
+    check_cast(X, dt)
+    return FitOptions(dt, loss, eps, tol, max_iter, max_cg, path, chains, precondition,
+                      memory_budget, max_kernel_bytes)  # fmt: skip
+
+
+def biclass_rows(X, pos, basis, *, key, n_basis, layout=Biclass):
+    """``(order, idx, layout)`` for :func:`fit_rows` over the biclass rows [positives;
+    negatives]: the basis ``basis`` resolved on them (:func:`~jaxrank.bases.resolve_basis`) and
+    ``layout(n_pos, n_neg)`` (:class:`Biclass` or a subclass), as :func:`jaxrank.fit` and
+    :func:`jaxrank.push.fit_push` fit."""
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
+    n_pos = int(pos.sum())
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    return order, idx, layout(n_pos, int(pos.size - n_pos))
 
 
 def fit_rows(
