@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -54,13 +53,13 @@ from jaxrank._validation import (
 )
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
-from jaxrank.model import ConvergenceWarning, RankModel
+from jaxrank.model import RankModel, warn_stopped
 from jaxrank.objective import (
     moment_gram,
     objective_closures,
     pair_curvature,
 )
-from jaxrank.solver import SolverInfo, Status, trust_ncg, trust_ncg_grid
+from jaxrank.solver import SolverInfo, trust_ncg, trust_ncg_grid
 
 _HI = jax.lax.Precision.HIGHEST
 _mm = functools.partial(jnp.matmul, precision=_HI)
@@ -663,26 +662,12 @@ def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget)
 def warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:
     # Every status but CONVERGED warns: reaching the dtype's gradient floor is CONVERGED
     # (jaxrank.solver, "Stopping and rounding"), so PRECISION is a stall above it.
-    status = np.asarray(info.status)
-    bad = np.flatnonzero(status != Status.CONVERGED)
-    if bad.size == 0:
-        return
-    parts = []
-    for i in bad[:6]:
-        parts.append(
-            f"λ={lams[i]:.3g}: {Status(int(status[i])).name} after "
-            f"{int(np.asarray(info.iterations)[i])} iterations, "
-            f"||grad||_∞={float(np.asarray(info.grad_norm)[i]):.2e}"
-        )
-    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
-    warnings.warn(
-        f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
-        f"dtype's gradient floor) for {bad.size} of {status.size} λ value(s): "
-        + "; ".join(parts)
-        + more
-        + ". PRECISION means neither the objective nor the gradient decreases measurably in "
+    warn_stopped(
+        info.status, info.iterations, "λ", lams, "||grad||_∞=", info.grad_norm,
+        head=f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
+        "dtype's gradient floor)",
+        advice="PRECISION means neither the objective nor the gradient decreases measurably in "
         "this dtype (try dtype=float64); MAX_ITER: raise max_iter; NONFINITE: check the data "
         "and λ.",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
+        stacklevel=4,  # the caller of fit_rows
+    )  # fmt: skip
