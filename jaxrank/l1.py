@@ -67,7 +67,7 @@ from jaxrank._fitting import choose_dtype, gram, pad_square
 from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
-from jaxrank.model import RankModel, warn_stopped
+from jaxrank.model import RankModel, rank_model_to_arrays, warn_stopped
 from jaxrank.objective import objective_closures
 from jaxrank.solver import Status, status_code
 
@@ -602,18 +602,7 @@ def _warn_status(info: L1Info, mus: np.ndarray, tol: float, floor: float) -> Non
 
 
 def _to_arrays(model: L1Model) -> dict[str, Any]:
-    fields = {
-        "basis": model.basis,
-        "coef": model.coef,
-        "lam": model.lam,
-        "l1": model.l1,
-        "basis_index": model.basis_index,
-        "kernel": model.kernel,
-        "loss": model.loss,
-        "eps": model.eps,
-    }
-    fields.update({f"info.{f}": getattr(model.info, f) for f in L1Info._fields})
-    return fields
+    return {**rank_model_to_arrays(model), "l1": model.l1}
 
 
 def _from_arrays(fields: dict[str, Any]) -> L1Model:

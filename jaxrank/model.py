@@ -131,7 +131,8 @@ class RankModel:
 
 
 def rank_model_to_arrays(model: RankModel) -> dict[str, Any]:
-    """The fields :func:`jaxrank.io.save` writes for a :class:`RankModel`."""
+    """The fields :func:`jaxrank.io.save` writes for a :class:`RankModel` (``info.*``: the fields
+    of the model's own ``info``, e.g. :class:`~jaxrank.l1.L1Info` for an ``L1Model``)."""
     fields = {
         "basis": model.basis,
         "coef": model.coef,
@@ -141,7 +142,7 @@ def rank_model_to_arrays(model: RankModel) -> dict[str, Any]:
         "loss": model.loss,
         "eps": model.eps,
     }
-    for f in SolverInfo._fields:
+    for f in model.info._fields:
         fields[f"info.{f}"] = getattr(model.info, f)
     return fields
 
