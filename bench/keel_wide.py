@@ -97,6 +97,8 @@ TUNE_SETS = (
     "abalone-17_vs_7-8-9-10", "pima", "haberman",
     # the narrow σ² extension (jaxrank._cv.search_narrower): the two sets it was built for
     "winequality-white-3_vs_7", "winequality-white-3-9_vs_5",
+    # the extension's margin (jaxrank._cv.keep_narrower): every set whose splits it was read on
+    "poker-8-9_vs_5", "yeast-0-2-5-7-9_vs_3-6-8", "vowel0",
 )  # fmt: skip
 NOT_KEEL = {
     **dict.fromkeys(("ada", "hiva", "sylva"), "NIPS 2006 challenge files (.data/.labels)"),
@@ -372,10 +374,12 @@ def merge(paths, out: Path, save: bool) -> int:
                 continue
             mine = {r["split"]: r for r in sets[k]["runs"]}
             for r in v["runs"]:
-                for meth, res in r["methods"].items() if r["split"] in mine else ():
-                    mine[r["split"]]["methods"].setdefault(meth, res)
-    for v in sets.values():
+                if r["split"] in mine:
+                    for meth, res in r["methods"].items():
+                        mine[r["split"]]["methods"].setdefault(meth, res)
+    for k, v in sets.items():
         v["mean"] = set_means(v["runs"], methods)
+        v["tuning"] = k in TUNE_SETS  # the sets tuned on by the code that merges, not the runs'
     result = {**parts[0], "sets": dict(sorted(sets.items(), key=lambda kv: (kv[1]["rows"], kv[0])))}
     result["settings"] = {**parts[0]["settings"], "methods": methods}
     result["skipped"] = sorted({n for p in parts for n in p.get("skipped", [])} - set(sets))

@@ -37,8 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,17 +47,19 @@ from jaxrank import _buckets, _cache
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._validation import (
+    check_cast,
     check_lam_dtype,
     check_positive,
 )
+from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
-from jaxrank.model import ConvergenceWarning, RankModel
+from jaxrank.model import RankModel, warn_stopped
 from jaxrank.objective import (
     moment_gram,
     objective_closures,
     pair_curvature,
 )
-from jaxrank.solver import SolverInfo, Status, trust_ncg, trust_ncg_grid
+from jaxrank.solver import SolverInfo, trust_ncg, trust_ncg_grid
 
 _HI = jax.lax.Precision.HIGHEST
 _mm = functools.partial(jnp.matmul, precision=_HI)
@@ -388,6 +389,55 @@ def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter
     return tol
 
 
+class FitOptions(NamedTuple):
+    """The checked loss and solver options of a :func:`fit_rows` call (:func:`check_fit_options`),
+    built once by a fitter and passed on as one bundle (``fit_rows(..., **options._asdict())``)."""
+
+    dtype: np.dtype
+    loss: str
+    eps: float
+    tol: float
+    max_iter: int
+    max_cg: int
+    path: str
+    chains: int
+    precondition: str
+    memory_budget: int | None
+    max_kernel_bytes: int | None
+
+
+def check_fit_options(
+    X, *, loss, eps, tol, path, chains, precondition, max_iter, max_cg, dtype, memory_budget,
+    max_kernel_bytes, no_jacobi: str | None = None,
+) -> FitOptions:  # fmt: skip
+    """The checks :func:`jaxrank.fit`, :func:`jaxrank.push.fit_push` and
+    :func:`jaxrank.multilevel.fit_multilevel` share, in this order: ``precondition="jacobi"``
+    refused with the message ``no_jacobi`` (when given), :func:`check_solver_options`, the dtype
+    (:func:`choose_dtype`) and the cast of ``X`` to it (:func:`~jaxrank._validation.check_cast`).
+    """
+    if no_jacobi is not None and precondition == "jacobi":
+        raise ValueError(no_jacobi)
+    tol = check_solver_options(
+        loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
+        max_iter=max_iter, max_cg=max_cg,
+    )  # fmt: skip
+    dt = choose_dtype(X, dtype)
+    check_cast(X, dt)
+    return FitOptions(dt, loss, eps, tol, max_iter, max_cg, path, chains, precondition,
+                      memory_budget, max_kernel_bytes)  # fmt: skip
+
+
+def biclass_rows(X, pos, basis, *, key, n_basis, layout=Biclass):
+    """``(order, idx, layout)`` for :func:`fit_rows` over the biclass rows [positives;
+    negatives]: the basis ``basis`` resolved on them (:func:`~jaxrank.bases.resolve_basis`) and
+    ``layout(n_pos, n_neg)`` (:class:`Biclass` or a subclass), as :func:`jaxrank.fit` and
+    :func:`jaxrank.push.fit_push` fit."""
+    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
+    n_pos = int(pos.sum())
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    return order, idx, layout(n_pos, int(pos.size - n_pos))
+
+
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
     path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,
@@ -612,26 +662,12 @@ def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget)
 def warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:
     # Every status but CONVERGED warns: reaching the dtype's gradient floor is CONVERGED
     # (jaxrank.solver, "Stopping and rounding"), so PRECISION is a stall above it.
-    status = np.asarray(info.status)
-    bad = np.flatnonzero(status != Status.CONVERGED)
-    if bad.size == 0:
-        return
-    parts = []
-    for i in bad[:6]:
-        parts.append(
-            f"λ={lams[i]:.3g}: {Status(int(status[i])).name} after "
-            f"{int(np.asarray(info.iterations)[i])} iterations, "
-            f"||grad||_∞={float(np.asarray(info.grad_norm)[i]):.2e}"
-        )
-    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
-    warnings.warn(
-        f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
-        f"dtype's gradient floor) for {bad.size} of {status.size} λ value(s): "
-        + "; ".join(parts)
-        + more
-        + ". PRECISION means neither the objective nor the gradient decreases measurably in "
+    warn_stopped(
+        info.status, info.iterations, "λ", lams, "||grad||_∞=", info.grad_norm,
+        head=f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
+        "dtype's gradient floor)",
+        advice="PRECISION means neither the objective nor the gradient decreases measurably in "
         "this dtype (try dtype=float64); MAX_ITER: raise max_iter; NONFINITE: check the data "
         "and λ.",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
+        stacklevel=4,  # the caller of fit_rows
+    )  # fmt: skip

@@ -130,6 +130,22 @@ class KernelRankerParams(BaseEstimator):
             )
         return _kernels.gaussian(self.sigma2)
 
+    def _solver_params(self) -> dict:
+        """The fitters' keyword arguments named by these parameters (``kernel`` resolved by
+        :meth:`_kernel`)."""
+        return dict(kernel=self._kernel(), eps=self.eps, loss=self.loss, tol=self.tol,
+                    max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype)  # fmt: skip
+
+    def _one_lam(self) -> float:
+        """``lam`` as one float; ``ValueError`` for a grid (or a bad λ, as :func:`check_lam`)."""
+        lam, scalar = check_lam(self.lam)
+        if not scalar:
+            raise ValueError(
+                "lam must be one value here; tune it with GridSearchCV or "
+                "jaxrank.select.select_lambda."
+            )
+        return float(lam[0])
+
 
 class RankClassifier(ClassifierMixin, KernelRankerParams):
     """Shared code of the jaxrank estimators; subclasses set ``_basis``.
@@ -173,11 +189,7 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
 
     def _fit_model(self, X, pos, lam: float):
         """The fitted :class:`~jaxrank.model.RankModel` and its iteration count (``n_iter_``)."""
-        model = fit(
-            X, pos, lam, kernel=self._kernel(), eps=self.eps, loss=self.loss, tol=self.tol,
-            max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
-            **self._basis_options(X, pos),
-        )  # fmt: skip
+        model = fit(X, pos, lam, **self._solver_params(), **self._basis_options(X, pos))
         return model, int(model.info.iterations)
 
     def fit(self, X, y):
@@ -210,14 +222,9 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
                 f"{classes.size} classes. For ordinal levels use MultiLevelRankRC."
             )
         i_pos = self._rare_index(classes, counts)
-        lam, scalar = check_lam(self.lam)
-        if not scalar:
-            raise ValueError(
-                "lam must be one value here; tune it with GridSearchCV or "
-                "jaxrank.select.select_lambda."
-            )
+        lam = self._one_lam()
         pos = index == i_pos  # jaxrank's positive (rare) class
-        self.model_, self.n_iter_ = self._fit_model(X, pos, float(lam[0]))
+        self.model_, self.n_iter_ = self._fit_model(X, pos, lam)
         self.classes_ = classes
         self.pos_label_ = classes[i_pos]
         # The training-prevalence threshold on the score of classes_[1]: as many training scores

@@ -78,8 +78,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
       extend_sigma2: on a set of :data:`jaxrank._cv.NARROW_MIN_ROWS` to
         :data:`jaxrank._cv.NARROW_MAX_ROWS` rows (512 to 2048) whose pick is the narrowest of two
         or more σ², also search σ² = that / 16 with the auto floor raised to
-        :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on the merged table
-        (:func:`jaxrank._cv.search_narrower`; measured in the notes of :mod:`jaxrank._cv`).
+        :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on the merged table;
+        a narrow pick is kept only if it beats the first pick on the same folds by more than
+        one standard error of the paired differences (:func:`jaxrank._cv.search_narrower`,
+        :func:`jaxrank._cv.keep_narrower`; measured in the notes of :mod:`jaxrank._cv`).
         ``False``: the σ² grid as given.
 
     Attributes:
@@ -205,11 +207,13 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 X, pos, search, s, folds=folds, key=key, min_basis=self.min_basis,
                 **{**opts, "tol": tol},
             )  # fmt: skip
-            if search.sigma2s.size > sigma2s.size:
+            n_new = search.sigma2s.size - sigma2s.size
+            if n_new:
                 # the extension starts below the narrowest σ², the only pick it extends
                 fac = np.concatenate([fac.min() * np.sort(_cv.NARROW_STEPS), fac])
                 sigma2s = search.sigma2s
-                b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
+                pick = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
+                b, s, j = _cv.keep_narrower(search, (b, s, j), pick, n_new)
         floor = int(search.min_basis[s])
         # in the search's compiled program (same floors, warm path): no new compilation
         self.model_, idx = _cv.refit(

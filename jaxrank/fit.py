@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import (
     DUAL_MIN_COLUMNS,
@@ -23,18 +21,18 @@ from jaxrank._fitting import (
     SHARED_GRID_MAX_BYTES,
     SPECTRAL_MAX_BASIS,
     STAGED_MIN_BYTES,
-    Biclass,
+    biclass_rows,
+    check_fit_options,
     check_max_kernel_bytes,
     check_solver_options,
-    choose_dtype,
     fit_rows,
     grid_stages,
     keep_transpose,
     psd_gram,
     resolve_precondition,
 )
-from jaxrank._validation import check_cast, check_lam, check_X, check_X_y
-from jaxrank.bases import auto_basis, resolve_basis
+from jaxrank._validation import check_lam, check_X, check_X_y
+from jaxrank.bases import auto_basis
 from jaxrank.greedy import fit_greedy
 from jaxrank.l1 import fit_l1
 from jaxrank.model import ConvergenceWarning, RankModel
@@ -54,6 +52,7 @@ __all__ = [
     "ConvergenceWarning",
     "RankModel",
     "check_max_kernel_bytes",
+    "check_solver_options",
     "fit",
     "fit_rankrc",
     "fit_ranksvm",
@@ -201,28 +200,14 @@ def fit(
     mesh = _kernels.row_mesh(X)
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
-    tol = check_solver_options(
-        loss=loss,
-        eps=eps,
-        tol=tol,
-        path=path,
-        chains=chains,
-        precondition=precondition,
-        max_iter=max_iter,
-        max_cg=max_cg,
-    )
-    dt = choose_dtype(X, dtype)
-    check_cast(X, dt)
-    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
-    kernel = _kernels.resolve_kernel(kernel, X)
-    n_pos = int(pos.sum())
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    return fit_rows(
-        X, order, idx, lams, scalar, Biclass(n_pos, int(pos.size - n_pos)),
-        kernel=kernel, dtype=dt, loss=loss, eps=eps, tol=tol, max_iter=max_iter,
-        max_cg=max_cg, path=path, chains=chains, precondition=precondition,
-        memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes, mesh=mesh,
+    options = check_fit_options(
+        X, loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
+        max_iter=max_iter, max_cg=max_cg, dtype=dtype, memory_budget=memory_budget,
+        max_kernel_bytes=max_kernel_bytes,
     )  # fmt: skip
+    order, idx, layout = biclass_rows(X, pos, basis, key=key, n_basis=n_basis)
+    return fit_rows(X, order, idx, lams, scalar, layout, kernel=_kernels.resolve_kernel(kernel, X),
+                    init=init, mesh=mesh, **options._asdict())  # fmt: skip
 
 
 def fit_rankrc(X, y, lam, **kwargs) -> RankModel:

@@ -53,7 +53,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -68,7 +67,7 @@ from jaxrank._fitting import choose_dtype, gram, pad_square
 from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
-from jaxrank.model import ConvergenceWarning, RankModel
+from jaxrank.model import RankModel, rank_model_to_arrays, warn_stopped
 from jaxrank.objective import objective_closures
 from jaxrank.solver import Status, status_code
 
@@ -591,41 +590,19 @@ def fit_l1(
 
 
 def _warn_status(info: L1Info, mus: np.ndarray, tol: float, floor: float) -> None:
-    status = np.asarray(info.status)
-    resid = np.asarray(info.grad_norm)
     # The solver's CONVERGED already includes the dtype's floor (jaxrank.solver): every other
     # status is an early stop and warns, as jaxrank.fit does.
-    bad = np.flatnonzero(status != Status.CONVERGED)
-    if bad.size == 0:
-        return
-    parts = [
-        f"μ={mus[i]:.3g}: {Status(int(status[i])).name} after "
-        f"{int(np.asarray(info.iterations)[i])} iterations, residual {resid[i]:.2e}"
-        for i in bad[:6]
-    ]
-    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
-    warnings.warn(
-        f"fit_l1 stopped before the optimality tolerance for {bad.size} of {status.size} μ "
-        "value(s): " + "; ".join(parts) + more + ". MAX_ITER: raise max_iter; PRECISION: the "
-        "objective cannot decrease measurably in this dtype; NONFINITE: check the data.",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
+    warn_stopped(
+        info.status, info.iterations, "μ", mus, "residual ", info.grad_norm,
+        head="fit_l1 stopped before the optimality tolerance",
+        advice="MAX_ITER: raise max_iter; PRECISION: the objective cannot decrease measurably in "
+        "this dtype; NONFINITE: check the data.",
+        stacklevel=4,  # the caller of fit_l1
+    )  # fmt: skip
 
 
 def _to_arrays(model: L1Model) -> dict[str, Any]:
-    fields = {
-        "basis": model.basis,
-        "coef": model.coef,
-        "lam": model.lam,
-        "l1": model.l1,
-        "basis_index": model.basis_index,
-        "kernel": model.kernel,
-        "loss": model.loss,
-        "eps": model.eps,
-    }
-    fields.update({f"info.{f}": getattr(model.info, f) for f in L1Info._fields})
-    return fields
+    return {**rank_model_to_arrays(model), "l1": model.l1}
 
 
 def _from_arrays(fields: dict[str, Any]) -> L1Model:

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from typing import Any
 
 import jax
@@ -85,7 +84,7 @@ from jaxrank.mibc_moments import (
     resolve_rho,
 )
 from jaxrank.mibc_qp import MIBCInfo, default_tol, solve_dual, solve_dual_batch
-from jaxrank.model import ConvergenceWarning
+from jaxrank.model import warn_stopped
 from jaxrank.solver import Status
 
 __all__ = [
@@ -471,25 +470,16 @@ def fit_mibc(
 
 
 def _warn_status(info: MIBCInfo, nus: np.ndarray, tol: float) -> None:
-    status = np.asarray(info.status)
-    bad = np.flatnonzero(status != Status.CONVERGED)
-    if bad.size == 0:
-        return
+    if np.all(np.asarray(info.status) == Status.CONVERGED):
+        return  # (the relative gaps are formed only for a warning)
     rel = np.asarray(info.gap) / np.maximum(np.asarray(info.objective), np.finfo(float).tiny)
-    parts = [
-        f"nu={nus[i]:.3g}: {Status(int(status[i])).name} after "
-        f"{int(np.asarray(info.iterations)[i])} iterations, relative gap {rel[i]:.2e}"
-        for i in bad[:6]
-    ]
-    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
-    warnings.warn(
-        f"MIBC dual QP stopped above the duality-gap tolerance {tol:.1e} for {bad.size} of "
-        f"{status.size} nu value(s): " + "; ".join(parts) + more + ". MAX_ITER: raise max_iter; "
-        "PRECISION: the gap cannot shrink further in this dtype (use float64 or a larger tol); "
-        "NONFINITE: check the data.",
-        ConvergenceWarning,
-        stacklevel=3,
-    )
+    warn_stopped(
+        info.status, info.iterations, "nu", nus, "relative gap ", rel,
+        head=f"MIBC dual QP stopped above the duality-gap tolerance {tol:.1e}",
+        advice="MAX_ITER: raise max_iter; PRECISION: the gap cannot shrink further in this dtype "
+        "(use float64 or a larger tol); NONFINITE: check the data.",
+        stacklevel=4,  # the caller of fit_mibc
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import warnings
 from typing import Any
 
 import jax
@@ -16,13 +17,50 @@ import numpy as np
 from jaxrank import io
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_cast, check_X
-from jaxrank.solver import SolverInfo
+from jaxrank.solver import SolverInfo, Status
 
-__all__ = ["ConvergenceWarning", "RankModel", "rank_model_from_arrays", "rank_model_to_arrays"]
+__all__ = [
+    "ConvergenceWarning",
+    "RankModel",
+    "rank_model_from_arrays",
+    "rank_model_to_arrays",
+    "warn_stopped",
+]
 
 
 class ConvergenceWarning(UserWarning):
     """The solver stopped before reaching the gradient tolerance for some λ."""
+
+
+def warn_stopped(
+    status, iterations, name: str, values, detail: str, numbers, *, head: str, advice: str,
+    stacklevel: int,
+) -> None:  # fmt: skip
+    """Warn (:class:`ConvergenceWarning`) when some entries of a fit's ``status`` stopped before
+    convergence (any status but ``CONVERGED``).
+
+    The message: ``"{head} for {n} of {total} {name} value(s): {listing}. {advice}"``, the
+    listing naming the first six as ``"{name}={value:.3g}: STATUS after N iterations,
+    {detail}{number:.2e}"`` (``values``, ``iterations`` and ``numbers`` indexed like
+    ``status``), joined by ``"; "``, then ``" (and k more)"``. ``stacklevel`` as in
+    :func:`warnings.warn`, counted from this function.
+    """
+    status = np.asarray(status)
+    bad = np.flatnonzero(status != Status.CONVERGED)
+    if bad.size == 0:
+        return
+    parts = [
+        f"{name}={values[i]:.3g}: {Status(int(status[i])).name} after "
+        f"{int(np.asarray(iterations)[i])} iterations, {detail}{float(np.asarray(numbers)[i]):.2e}"
+        for i in bad[:6]
+    ]
+    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
+    warnings.warn(
+        f"{head} for {bad.size} of {status.size} {name} value(s): " + "; ".join(parts) + more
+        + f". {advice}",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )  # fmt: skip
 
 
 @jax.tree_util.register_dataclass
@@ -93,7 +131,8 @@ class RankModel:
 
 
 def rank_model_to_arrays(model: RankModel) -> dict[str, Any]:
-    """The fields :func:`jaxrank.io.save` writes for a :class:`RankModel`."""
+    """The fields :func:`jaxrank.io.save` writes for a :class:`RankModel` (``info.*``: the fields
+    of the model's own ``info``, e.g. :class:`~jaxrank.l1.L1Info` for an ``L1Model``)."""
     fields = {
         "basis": model.basis,
         "coef": model.coef,
@@ -103,7 +142,7 @@ def rank_model_to_arrays(model: RankModel) -> dict[str, Any]:
         "loss": model.loss,
         "eps": model.eps,
     }
-    for f in SolverInfo._fields:
+    for f in model.info._fields:
         fields[f"info.{f}"] = getattr(model.info, f)
     return fields
 

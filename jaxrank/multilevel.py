@@ -49,10 +49,9 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
-from jaxrank._fitting import check_solver_options, choose_dtype, fit_rows
+from jaxrank._fitting import check_fit_options, fit_rows
 from jaxrank._random import random_permutation, resolve_key, standard_normal
 from jaxrank._validation import (
-    check_cast,
     check_int,
     check_lam,
     check_positive,
@@ -381,6 +380,10 @@ class _Levels:
         return pair_curvature(lin, loss, 1 / jnp.asarray(self.inv_pairs, lin.sp.dtype))
 
 
+# fit_multilevel refuses the Jacobi diagonal before any work
+_NO_JACOBI = "precondition must be 'auto', 'spectral', 'cholesky' or 'none' for fit_multilevel."
+
+
 def fit_multilevel(
     X,
     levels,
@@ -456,25 +459,16 @@ def fit_multilevel(
     X = check_X(X)
     _, index, counts, maj = check_levels(levels, majority, n=X.shape[0])
     lams, scalar = check_lam(lam)
-    if precondition == "jacobi":
-        raise ValueError(
-            "precondition must be 'auto', 'spectral', 'cholesky' or 'none' for fit_multilevel."
-        )
-    tol = check_solver_options(
-        loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
-        max_iter=max_iter, max_cg=max_cg,
+    options = check_fit_options(
+        X, loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
+        max_iter=max_iter, max_cg=max_cg, dtype=dtype, memory_budget=memory_budget,
+        max_kernel_bytes=max_kernel_bytes, no_jacobi=_NO_JACOBI,
     )  # fmt: skip
-    dt = choose_dtype(X, dtype)
-    check_cast(X, dt)
     idx = np.flatnonzero(index != maj)  # basis: every non-majority row (eq. 48)
     order = np.argsort(index, kind="stable")  # rows by level, ascending; stable within a level
-    return fit_rows(
-        X, order, idx, lams, scalar, _Levels(tuple(int(c) for c in counts)),
-        kernel=_kernels.resolve_kernel(kernel, X), dtype=dt, loss=loss,
-        eps=eps, tol=tol, max_iter=max_iter, max_cg=max_cg, path=path, chains=chains,
-        precondition=precondition, memory_budget=memory_budget,
-        max_kernel_bytes=max_kernel_bytes, mesh=mesh,
-    )  # fmt: skip
+    layout = _Levels(tuple(int(c) for c in counts))
+    return fit_rows(X, order, idx, lams, scalar, layout, kernel=_kernels.resolve_kernel(kernel, X),
+                    mesh=mesh, **options._asdict())  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

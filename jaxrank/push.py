@@ -47,6 +47,7 @@ multiplied by zero: it is set to 0 there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -55,9 +56,8 @@ import numpy as np
 
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
-from jaxrank._fitting import Biclass, check_solver_options, choose_dtype, fit_rows
-from jaxrank._validation import check_cast, check_lam, check_X_y
-from jaxrank.bases import resolve_basis
+from jaxrank._fitting import Biclass, biclass_rows, check_fit_options, fit_rows
+from jaxrank._validation import check_lam, check_X_y
 from jaxrank.losses import PiecewiseQuadratic
 from jaxrank.model import RankModel, rank_model_from_arrays, rank_model_to_arrays
 from jaxrank.pairwise import (
@@ -384,6 +384,13 @@ class PushModel(RankModel):
     p: float = dataclasses.field(default=1.0, metadata=dict(static=True))
 
 
+# fit_push refuses the Jacobi diagonal before any work (the push's Hessian is not pairwise)
+_NO_JACOBI = (
+    "precondition='jacobi' is not available for the p-norm push; use 'auto', 'spectral', "
+    "'cholesky' or 'none'."
+)
+
+
 def check_p(p) -> float:
     """The push exponent as a float; ``ValueError`` unless it is a finite number ≥ 1."""
     if isinstance(p, bool) or np.ndim(p) != 0 or np.asarray(p).dtype.kind not in "iuf":
@@ -464,26 +471,15 @@ def fit_push(
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
     p = check_p(p)
-    if precondition == "jacobi":
-        raise ValueError(
-            "precondition='jacobi' is not available for the p-norm push; use 'auto', "
-            "'spectral', 'cholesky' or 'none'."
-        )
-    tol = check_solver_options(
-        loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
-        max_iter=max_iter, max_cg=max_cg,
+    options = check_fit_options(
+        X, loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
+        max_iter=max_iter, max_cg=max_cg, dtype=dtype, memory_budget=memory_budget,
+        max_kernel_bytes=max_kernel_bytes, no_jacobi=_NO_JACOBI,
     )  # fmt: skip
-    dt = choose_dtype(X, dtype)
-    check_cast(X, dt)
-    idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
-    n_pos = int(pos.sum())
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    model = fit_rows(
-        X, order, idx, lams, scalar, _Push(n_pos, int(pos.size - n_pos), p=p),
-        kernel=_kernels.resolve_kernel(kernel, X), dtype=dt, loss=loss, eps=eps, tol=tol,
-        max_iter=max_iter, max_cg=max_cg, path=path, chains=chains, precondition=precondition,
-        memory_budget=memory_budget, init=init, max_kernel_bytes=max_kernel_bytes,
-    )  # fmt: skip
+    order, idx, layout = biclass_rows(X, pos, basis, key=key, n_basis=n_basis,
+                                      layout=functools.partial(_Push, p=p))  # fmt: skip
+    model = fit_rows(X, order, idx, lams, scalar, layout, kernel=_kernels.resolve_kernel(kernel, X),
+                     init=init, **options._asdict())  # fmt: skip
     return PushModel(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}, p=p)
 
 

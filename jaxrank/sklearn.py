@@ -41,7 +41,6 @@ import jax
 
 from jaxrank._sklearn_base import KernelRankerParams, RankClassifier, midpoint, rank_scores
 from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV
-from jaxrank._validation import check_lam
 from jaxrank.bases import resolve_basis
 from jaxrank.metrics import mauc
 from jaxrank.multilevel import fit_multilevel
@@ -121,6 +120,14 @@ class RankSVMClassifier(RankClassifier):
     _basis = "all"
 
 
+def _key_from(random_state) -> jax.Array:
+    """``jax.random.key`` from an int, a ``numpy.random.RandomState`` or ``None``."""
+    seed = random_state
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
+        seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
+    return jax.random.key(int(seed))
+
+
 class RandomBasisRankClassifier(RankClassifier):
     """RANK-RND (seed 000 Sec. 6): a kernel ranker over ``n_basis`` random training rows.
 
@@ -158,10 +165,7 @@ class RandomBasisRankClassifier(RankClassifier):
         self.random_state = random_state
 
     def _basis_options(self, X=None, pos=None) -> dict:
-        seed = self.random_state
-        if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
-            seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
-        key = jax.random.key(int(seed))
+        key = _key_from(self.random_state)
         return super()._basis_options(X, pos) | {"key": key, "n_basis": self.n_basis}
 
 
@@ -227,23 +231,11 @@ class SparseAUCClassifier(RankClassifier):
         from jaxrank.greedy import fit_greedy
 
         n_basis = -(-X.shape[0] // 10) if self.n_basis is None else self.n_basis
-        seed = self.random_state
-        if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
-            seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
         model = fit_greedy(
-            X, pos, lam, n_basis=n_basis, kappa=self.kappa, key=jax.random.key(int(seed)),
-            kernel=self._kernel(), loss=self.loss, eps=self.eps, schedule=self.schedule,
-            tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg, dtype=self.dtype,
+            X, pos, lam, n_basis=n_basis, kappa=self.kappa, key=_key_from(self.random_state),
+            schedule=self.schedule, **self._solver_params(),
         )  # fmt: skip
         return model, model.n_basis
-
-
-def _key_from(random_state) -> jax.Array:
-    """``jax.random.key`` from an int, a ``numpy.random.RandomState`` or ``None``."""
-    seed = random_state
-    if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
-        seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
-    return jax.random.key(int(seed))
 
 
 class NystromRankClassifier(RankClassifier):
@@ -411,12 +403,7 @@ class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
         """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
-        lam, scalar = check_lam(self.lam)
-        if not scalar:
-            raise ValueError(
-                "lam must be one value here; tune it with GridSearchCV or "
-                "jaxrank.select.select_lambda."
-            )
+        lam = self._one_lam()
         levels, index, counts = np.unique(y, return_inverse=True, return_counts=True)
         if levels.size < 2:
             raise ValueError(
@@ -434,11 +421,7 @@ class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
                 )
             majority = hits[0]
         # fitted on the level indices, so that any sortable labels are levels
-        self.model_ = fit_multilevel(
-            X, index, float(lam[0]), majority=majority, kernel=self._kernel(), eps=self.eps,
-            loss=self.loss, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
-            dtype=self.dtype,
-        )  # fmt: skip
+        self.model_ = fit_multilevel(X, index, lam, majority=majority, **self._solver_params())
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = levels
         scores = np.sort(rank_scores(self.model_, X))

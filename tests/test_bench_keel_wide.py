@@ -89,7 +89,7 @@ def _run_set(aucs: dict, rows=100):
             "runs": [run], "mean": {}}  # fmt: skip
 
 
-def test_merge_adds_the_methods_a_set_lacks_first_part_wins(kw, tmp_path):
+def test_merge_adds_the_methods_a_set_lacks_first_part_wins(kw, tmp_path, monkeypatch):
     import json
 
     a = _part(
@@ -134,6 +134,13 @@ def test_merge_adds_the_methods_a_set_lacks_first_part_wins(kw, tmp_path):
     got = [(p["methods"], (p["git_commit"] or "-")[:1]) for p in res2["merged_parts"]]
     assert got == [(["rankrc-cv"], "c"), (["svc-w"], "a"), (["rankrc"], "-")]
     assert res2["sets"]["s1"]["mean"]["rankrc-cv"]["auc"] == 0.95
+    # which sets are tuning sets is the merging code's TUNE_SETS, whatever the runs said
+    assert not any(v["tuning"] for v in res2["sets"].values())
+    monkeypatch.setattr(kw, "TUNE_SETS", ("s3",))
+    assert kw.merge([tmp_path / "c.json", out], out2, save=False) == 0
+    res3 = json.loads(out2.read_text())
+    assert [k for k, v in res3["sets"].items() if v["tuning"]] == ["s3"]
+    assert res3["summary"]["tuning"]["rankrc"]["sets"] == 1
     b["settings"]["splits"] = 2
     paths[1].write_text(json.dumps(b))
     with pytest.raises(SystemExit, match="settings differ"):

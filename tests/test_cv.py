@@ -261,6 +261,19 @@ def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypat
     np.testing.assert_allclose(res["param_sigma2_factor"], want)
     np.testing.assert_allclose(res["param_sigma2"] / res["param_sigma2_factor"],
                                jaxrank.kernels.sigma2_heuristic(X))  # fmt: skip
+    # the pick: the rule's on the merged table, kept only as keep_narrower says
+    n_new = len(_cv.NARROW_STEPS)
+    shape = (1, n_new + len(FACTORS), len(LAMS))
+    mean = np.asarray(res["mean_test_score"]).reshape(shape)
+    folds = np.stack([res[f"split{f}_test_score"] for f in range(est.n_folds_)], -1)
+    folds = folds.reshape(*shape, -1).transpose(0, 1, 3, 2)
+    table = _cv.CVSearch(("auto",), None, res["param_sigma2"][::L], LAMS, folds, mean, mean * 0,
+                         0.0)  # fmt: skip
+    base = _cv.choose(mean[:, n_new:], mean[:, n_new:] * 0, LAMS, table.sigma2s[n_new:],
+                      "smooth_grid")  # fmt: skip
+    merged = _cv.choose(mean, mean * 0, LAMS, table.sigma2s, "smooth_grid")
+    want_pick = _cv.keep_narrower(table, base, merged, n_new)
+    assert est.best_index_ == np.ravel_multi_index(want_pick, shape)
     bp = est.best_params_
     assert bp["sigma2"] == res["param_sigma2"][est.best_index_]
     assert bp["lam"] == res["param_lam"][est.best_index_]
@@ -410,3 +423,26 @@ def test_search_refit_and_similar_sets_share_one_compiled_solver():
     assert (y2 == 1).sum() != (y == 1).sum()
     _est(lams=(2.0**-8, 2.0**-2), sigma2_factors=(1.0,), basis="auto").fit(X2, y2)
     assert solve._cache_size() == n0 + 1
+
+
+def test_keep_narrower_needs_a_paired_win_beyond_one_standard_error():
+    # table (B=1, S=3, k=5, L=2): σ² index 0 is the extension's (n_new = 1)
+    cv = np.full((1, 3, 5, 2), 0.8)
+    search = _cv.CVSearch(("auto",), np.array([10]), np.array([0.1, 1.0, 4.0]),
+                          np.array([1.0, 2.0]), cv, cv.mean(2), cv.std(2), 0.0)  # fmt: skip
+    base, pick = (0, 0, 1), (0, 0, 0)
+    # a pick among the old σ² is returned as it is
+    assert _cv.keep_narrower(search, base, (0, 2, 0), 1) == (0, 2, 0)
+    # tied on every fold: the base pick (index shifted past the new row) stands
+    assert _cv.keep_narrower(search, base, pick, 1) == (0, 1, 1)
+    # one lucky fold: mean difference 0.04 < its standard error 0.04 -> the base pick
+    cv[0, 0, :, 0] = [0.8, 0.8, 0.8, 0.8, 1.0]
+    assert _cv.keep_narrower(search, base, pick, 1) == (0, 1, 1)
+    # a win on every fold -> the narrow pick
+    cv[0, 0, :, 0] = [0.85, 0.9, 0.86, 0.88, 0.9]
+    assert _cv.keep_narrower(search, base, pick, 1) == pick
+    # ... unless the margin asks for more standard errors than it has
+    d = cv[0, 0, :, 0] - 0.8
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(5))
+    assert _cv.keep_narrower(search, base, pick, 1, margin_se=t + 0.1) == (0, 1, 1)
+    assert _cv.keep_narrower(search, base, pick, 1, margin_se=t - 0.1) == pick
