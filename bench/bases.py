@@ -410,7 +410,7 @@ def markdown(result: dict) -> str:
 
 
 def parse_args(argv=None):
-    p = C.parser(NAME, __doc__, "tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only")
+    p = C.parser(NAME, __doc__, "tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only", repeats=3)
     p.add_argument("--seeds", type=int, nargs="*", default=None, help="simulated-data seeds")
     p.add_argument("--datasets", nargs="*", default=None, help=f"KEEL sets ({FULL['keel']})")
     p.add_argument("--splits", type=int, default=None, help=f"KEEL splits ({FULL['splits']})")
@@ -420,7 +420,6 @@ def parse_args(argv=None):
     p.add_argument("--search", choices=("grid", "loop"), default=None,
                    help="λ search: a grid call (default), a fit per λ (--quick)")  # fmt: skip
     p.add_argument("--split-seed", type=int, default=0, help="seed of the KEEL splits")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
     p.add_argument("--budget", type=float, default=60.0,
                    help="seconds: fewer fit repeats (>= 1) beyond it")  # fmt: skip
     args = p.parse_args(argv)
@@ -479,10 +478,7 @@ def main(argv=None) -> int:
     if parts:
         print("\n".join(parts))
     report["seconds"] = time.perf_counter() - t0
-    path = C.write_json(args.out, report)
-    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
-    if args.save:
-        print(f"wrote {C.write_json(C.RESULTS_DIR / 'bases.json', report)}")
+    C.write_report(report, args.out, "bases.json" if args.save else None)
     return 0
 
 

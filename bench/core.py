@@ -93,11 +93,11 @@ def bench_grid(X, y, repeats: int, seq: bool, budget: float) -> tuple[object, di
     out, models = {"lams": LAM_GRID.tolist()}, {}
     for name, kw in GRID_PATHS.items():
         fn = lambda kw=kw: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE, **kw)
-        models[name], t = C.timed_fit(fn, repeats, budget)
+        models[name], t = C.time_budget(fn, repeats, budget, record=True)
         out[name] = {"time": t, "info": C.model_info(models[name])}
     if seq:
         fits = lambda: [jaxrank.fit(X, y, float(lam), dtype=DTYPE) for lam in LAM_GRID]
-        fits, t = C.timed_fit(fits, repeats, budget)
+        fits, t = C.time_budget(fits, repeats, budget, record=True)
         infos = [C.model_info(f) for f in fits]
         out["seq"] = {"time": t, "info": {k: [i[k] for i in infos] for k in infos[0]}}
         for name in GRID_PATHS:
@@ -221,7 +221,8 @@ def run_size(m: int, repeats: int, skip_seq: bool, budget: float, skip_grid: boo
     res["data_seconds"] = time.perf_counter() - t0
     mem = {"rss_after_data": C.current_rss_bytes()}
     done("data")
-    model, t = C.timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats, budget)
+    fit = lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE)
+    model, t = C.time_budget(fit, repeats, budget, record=True)
     res["single"] = {"lam": LAM, "time": t, "info": C.model_info(model)}
     mem["peak_after_single"] = C.peak_rss_bytes()
     done("fit")
@@ -341,8 +342,8 @@ def print_all(results: list[dict]) -> None:
 
 
 def parse_args(argv=None):
-    sizes = "m values (default 1e4-1e6)"
-    p = C.sizes_parser(NAME, __doc__, f"tiny sizes {QUICK['sizes']} (CI)", 3, sizes)
+    quick, sizes = f"tiny sizes {QUICK['sizes']} (CI)", "m values (default 1e4-1e6)"
+    p = C.parser(NAME, __doc__, quick, sizes=sizes, repeats=3)
     p.add_argument("--stage-budget", type=float, default=300.0, help="seconds (module notes)")
     p.add_argument("--skip-seq", action="store_true", help="skip the 16 one-λ fits")
     p.add_argument("--skip-grid", action="store_true", help="skip the λ-grid stage")

@@ -442,8 +442,7 @@ def main(argv=None) -> int:
     C.limit_blas()
     result = run(args)
     print("\n" + markdown(result))
-    path = C.write_json(args.out, result)
-    print(f"\nwrote {path} ({result['seconds']:.0f} s)")
+    C.write_report(result, args.out)
     return 0
 
 

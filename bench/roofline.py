@@ -372,7 +372,7 @@ def markdown(result: dict) -> str:
 
 def parse_args(argv=None):
     quick = f"sizes {QUICK['sizes']}, L {QUICK['lams']} (CI)"
-    p = C.sizes_parser(NAME, __doc__, quick, 5)
+    p = C.parser(NAME, __doc__, quick, sizes="m values (1e4-1e6)", repeats=5)
     p.add_argument("--lams", type=int, nargs="+", default=None, help=f"L values ({FULL['lams']})")
     p.add_argument("--streamed-size", type=int, default=None, help="default middle size; 0: none")
     p.add_argument("--time-budget", type=float, default=None, help="s a product (1; quick 0.05)")

@@ -223,7 +223,8 @@ def print_results(results: list[dict]) -> None:
 
 
 def parse_args(argv=None):
-    p = C.sizes_parser(NAME, __doc__, f"sizes {QUICK['sizes']} (CI)", repeats=5)
+    quick = f"sizes {QUICK['sizes']} (CI)"
+    p = C.parser(NAME, __doc__, quick, sizes="m values (1e4-1e6)", repeats=5)
     p.add_argument("--steps", type=float, nargs="+", default=None, help="relative score steps")
     p.add_argument("--time-budget", type=float, default=None, help="s a variant (0.5; quick 0.05)")
     args = C.mode_defaults(p.parse_args(argv), QUICK, FULL)

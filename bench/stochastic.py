@@ -29,10 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -134,17 +131,7 @@ def run_method(method, m, m_test, lam, batch_size, epochs, repeats) -> dict:
 def run_children(args) -> dict[str, dict]:
     """Each method in a fresh interpreter, one after the other (clean per-method peak RSS)."""
     flags = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in CHILD_FLAGS]
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for method in METHODS:
-            out = Path(tmp) / f"{method}.json"
-            cmd = [sys.executable, __file__, "--child", method, "--child-out", str(out), *flags]
-            code = subprocess.run(cmd).returncode
-            if code != 0 or not out.exists():
-                results[method] = {"method": method, "error": f"subprocess exited with {code}"}
-            else:
-                results[method] = json.loads(out.read_text())
-    return results
+    return dict(zip(METHODS, C.run_children(__file__, METHODS, flags, key="method"), strict=True))
 
 
 def compare(results: dict[str, dict]) -> dict:
@@ -187,7 +174,7 @@ def print_table(results: dict[str, dict], cmp: dict) -> None:
             print(f"{method}: FAILED ({results[method]['error']})")
         else:
             rows.append(_cells(method, results[method], "ep."))
-    C.print_columns(PRINT_HEAD.split(" | "), rows)
+    C.print_table(None, PRINT_HEAD.split(" | "), rows)
     if cmp:
         print(
             f"\ntest AUC stochastic − batch: {cmp['test_auc_diff_points']:+.2f} points "

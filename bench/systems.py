@@ -397,14 +397,13 @@ def markdown(result: dict) -> str:
 
 
 def parse_args(argv=None):
-    p = C.parser(NAME, __doc__, "ecoli3 + vowel0, 1 split, tiny grids")
+    p = C.parser(NAME, __doc__, "ecoli3 + vowel0, 1 split, tiny grids", repeats=3)
     p.add_argument("--datasets", nargs="*", default=None, help=f"KEEL sets (default {KEEL_SIX})")
     p.add_argument("--splits", type=int, default=None, help=f"splits (default {FULL['splits']})")
     p.add_argument("--systems", nargs="+", default=None, choices=SYSTEM_NAMES,
                    help=f"default: all (--quick: {', '.join(QUICK['systems'])})")  # fmt: skip
     p.add_argument("--note", default=None, help="a note stored in the JSON (e.g. a cut run)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the splits")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
     p.add_argument("--budget", type=float, default=20.0,
                    help="seconds: fewer fit repeats (>= 1) beyond it")  # fmt: skip
     p.add_argument("--search", choices=("grid", "loop"), default=None,
@@ -477,10 +476,7 @@ def main(argv=None) -> int:
     report["seconds"] = time.perf_counter() - t0
     if results:
         print("\n" + markdown(report))
-    path = C.write_json(args.out, report)
-    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
-    if args.save:
-        print(f"wrote {C.write_json(C.RESULTS_DIR / 'systems.json', report)}")
+    C.write_report(report, args.out, "systems.json" if args.save else None)
     return 0
 
 
