@@ -27,23 +27,18 @@ subprocess, so device peaks are per size; the parent process never initialises a
 GPU it would take the memory the children need). Writes ``bench/out/gpu.json`` (or ``--out``).
 """
 
-import argparse
-import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import _common as C
 import jax
-import jax.numpy as jnp
 import numpy as np
 import roofline as RL
 
 import jaxrank
 from jaxrank import kernels
-from jaxrank.losses import smoothed_hinge
 
 DTYPE, D, T_OVERLAP, SEED, EPS = "float32", 40, 0.75, 0, 0.5
 LAM = 2.0**-8
@@ -73,11 +68,6 @@ def nominal_peak(device_kind: str) -> float | None:
     return next((peak for keys, peak in NOMINAL_PEAK if all(k in kind for k in keys)), None)
 
 
-def rho_for(m: int) -> float:
-    """ρ = 1 % below m = 10⁶, 0.1 % from 10⁶ on (as ``bench/core.py``)."""
-    return 0.01 if m < 1_000_000 else 0.001
-
-
 def plan(m: int, n_basis: int, budget: int) -> dict:
     """Bytes a size needs on the device and whether it fits ``budget``: the stored block (padded
     as the fit pads it), the rows twice (as given and reordered, both on the device while the
@@ -105,25 +95,11 @@ def _memory(dev) -> dict | None:
     return ints if stats else None
 
 
-def _timed_fit(fn, repeats: int, budget: float) -> tuple[object, dict, dict]:
-    """The model, its timing: the first call (with compile), then the median of up to
-    ``repeats`` more within ``budget`` s (at least one), warnings recorded; and its info."""
-    with C.caught_warnings() as caught:
-        out, first = C.time_first(fn)
-        n = max(1, min(repeats, int(budget // max(first, 1e-9))))
-        timing = {"first": first, **C.time_median(fn, repeats=n, warmup=0), "repeats": n}
-    timing["warnings"] = sorted({str(w.message) for w in caught})
-    info = {k: np.asarray(v).tolist() for k, v in out.info._asdict().items()}
-    return out, timing, {**info, "status": C.status_names(out)}
-
-
 def run_size(m: int, repeats: int, budget_s: float) -> dict:
     """Plan, fit, grid and Hv-vs-stream for one size, with memory after each stage."""
-    t0, dev, rho = time.perf_counter(), jax.devices()[0], rho_for(m)
-    X, y = jaxrank.datasets.make_rare_class(m, rho, T_OVERLAP, d=D, seed=SEED)
-    X = ((X - X.mean(axis=0)) / X.std(axis=0)).astype(DTYPE)
-    pos = np.asarray(y) == 1
-    n_pos = int(pos.sum())
+    t0, dev, rho = time.perf_counter(), jax.devices()[0], C.rho_for(m)
+    X, y = C.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
+    X, n_pos = X.astype(DTYPE), int((np.asarray(y) == 1).sum())
     res = {"m": m, "rho": rho, "m_pos": n_pos, "d": D, "dtype": DTYPE}
     res["plan"] = p = plan(m, n_pos, kernels.default_memory_budget(dev))
     res["memory"] = {"start": _memory(dev)}
@@ -131,11 +107,13 @@ def run_size(m: int, repeats: int, budget_s: float) -> dict:
         need, budget = C.fmt_bytes(p["need_bytes"]), C.fmt_bytes(p["budget_bytes"])
         return {**res, "skipped": f"needs {need} > memory budget {budget}"}
     done = lambda stage: print(f"  m = {m}: {stage} ({time.perf_counter() - t0:.1f} s)", flush=True)
-    model, t, info = _timed_fit(lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE), repeats, budget_s)
-    res["fit"] = {"lam": LAM, "time": t, "info": info}
+    fit = lambda lam: jaxrank.fit(X, y, lam, dtype=DTYPE)
+    model, t = C.time_budget(lambda: fit(LAM), repeats, budget_s, record=True)
+    res["fit"] = {"lam": LAM, "time": t, "info": C.model_info(model)}
     res["memory"]["after_fit"] = _memory(dev)
     done("fit")
-    grid, t, info = _timed_fit(lambda: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE), repeats, budget_s)
+    grid, t = C.time_budget(lambda: fit(LAM_GRID), repeats, budget_s, record=True)
+    info = C.model_info(grid)
     del grid
     res["grid"] = {"lams": LAM_GRID.tolist(), "path": "batch", "time": t, "info": info}
     res["grid"]["grid/fit"] = t["median"] / res["fit"]["time"]["median"]
@@ -143,13 +121,11 @@ def run_size(m: int, repeats: int, budget_s: float) -> dict:
     res["memory"]["after_grid"] = _memory(dev)
     done("grid")
 
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    block, Xo = kernels.product_block(m), jnp.asarray(X[order])
+    block, (Xo, _, n_neg) = kernels.product_block(m), C.ordered_rows(X, y, DTYPE)
     K = kernels.kernel_block(model.kernel, Xo, model.basis, padded=True, multiple=block)
     del Xo
-    loss = jax.tree.map(lambda v: jnp.asarray(v, DTYPE), smoothed_hinge(EPS))
-    blk = dict(Krr=model.kernel(model.basis, model.basis), beta=model.coef, block=block, loss=loss)
-    blk.update(n_pos=n_pos, n_neg=m - n_pos)
+    blk = dict(Krr=model.kernel(model.basis, model.basis), beta=model.coef, block=block)
+    blk.update(loss=C.hinge_loss(EPS, DTYPE), n_pos=n_pos, n_neg=n_neg)
     tm = RL._timer(max(repeats, 5), 1.0)
     stream = tm(lambda: RL._stream(K))
     prod = RL.single_products(K, blk, tm)
@@ -195,20 +171,12 @@ def _probe() -> dict:
 
 
 def run_children(sizes: list[int], args) -> tuple[list[dict], dict | None, dict | None]:
-    results, env, device = [], None, None
-    with tempfile.TemporaryDirectory() as tmp:
-        for m in sizes:
-            out = Path(tmp) / f"{m}.json"
-            cmd = [sys.executable, __file__, "--child", str(m), "--child-out", str(out)]
-            cmd += ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
-            code = subprocess.run(cmd).returncode
-            if code != 0 or not out.exists():
-                results.append({"m": m, "error": f"subprocess exited with code {code}"})
-                continue
-            child = json.loads(out.read_text())
-            env, device = env or child["env"], device or child["device"]
-            results.append(child["result"])
-    return results, env, device
+    """Each size in a fresh interpreter: the results, and the first child's env and device."""
+    flags = ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
+    children = C.run_children(__file__, sizes, flags)
+    env = next((c["env"] for c in children if "env" in c), None)
+    device = next((c["device"] for c in children if "device" in c), None)
+    return [c.get("result", c) for c in children], env, device
 
 
 HEADER = (
@@ -244,12 +212,7 @@ def _device_line(device: dict) -> str:
 
 
 def print_all(results: list[dict], device: dict | None) -> None:
-    if device:
-        print("\n" + _device_line(device))
-    rows = table_rows(results)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
-    for r in [HEADER, *rows]:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)))
+    C.print_table(_device_line(device) if device else None, HEADER, table_rows(results))
     for r in results:
         for stage in ("fit", "grid"):
             for msg in r.get(stage, {}).get("time", {}).get("warnings", []):
@@ -277,15 +240,11 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", help="m values (default: per platform)")
-    p.add_argument("--quick", action="store_true", help="the smallest size of the platform (CI)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats (median)")
+    quick, sizes = "the smallest size of the platform (CI)", "m values (default: per platform)"
+    p = C.parser("gpu", __doc__, quick, sizes=sizes, repeats=3)
     budget = "seconds: fewer fit repeats (>= 1) when repeats x first call exceeds this"
     p.add_argument("--stage-budget", type=float, default=120.0, help=budget)
-    p.add_argument("--out", type=Path, default=C.OUT_DIR / "gpu.json", help="JSON output")
-    p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
+    C.add_child_args(p, in_process=False)
     args = p.parse_args(argv)
     if args.child is not None:
         return child_main(args.child, args.child_out, args.repeats, args.stage_budget)
@@ -296,14 +255,13 @@ def main(argv=None) -> int:
     results, env, device = run_children(sizes, args)
     print_all(results, device)
     peaks = [[list(k), None if v is None else v / 1e9] for k, v in NOMINAL_PEAK]
-    settings = dict(sizes=sizes, rho={str(m): rho_for(m) for m in sizes}, d=D, t=T_OVERLAP)
+    settings = dict(sizes=sizes, rho={str(m): C.rho_for(m) for m in sizes}, d=D, t=T_OVERLAP)
     settings.update(seed=SEED, dtype=DTYPE, eps=EPS, lam=LAM, lam_grid=LAM_GRID.tolist())
     settings.update(repeats=args.repeats, stage_budget=args.stage_budget, quick=args.quick)
     report = {"benchmark": "gpu", "env": env, "device": device}
     report.update(settings={**settings, "nominal_peak_table_GBps": peaks}, results=results)
     report["seconds"] = time.perf_counter() - t0
-    path = C.write_json(args.out, report)
-    print(f"\nwrote {path} ({report['seconds']:.0f} s)")
+    C.write_report(report, args.out)
     return 0 if all("error" not in r for r in results) else 1
 
 

