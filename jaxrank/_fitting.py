@@ -438,6 +438,36 @@ def biclass_rows(X, pos, basis, *, key, n_basis, layout=Biclass):
     return order, idx, layout(n_pos, int(pos.size - n_pos))
 
 
+def fit_biclass(
+    X,
+    pos,
+    lams,
+    scalar,
+    *,
+    basis,
+    key,
+    n_basis,
+    kernel,
+    init,
+    layout=Biclass,
+    mesh=None,
+    no_jacobi: str | None = None,
+    **options,
+) -> RankModel:
+    """The R-subset fit over the biclass rows that :func:`jaxrank.fit` (the L2 penalty) and
+    :func:`jaxrank.push.fit_push` share, from the validated ``X``, ``pos`` (rare-class mask)
+    and λ grid (``lams``, ``scalar``: from ``check_lam``): the fit options checked
+    (:func:`check_fit_options` with ``options``, its keyword arguments, and ``no_jacobi``), the
+    basis resolved and the rows laid out by ``layout`` (:func:`biclass_rows`), ``kernel``
+    resolved on ``X``, then :func:`fit_rows` (with ``init`` and ``mesh``)."""
+    options = check_fit_options(X, no_jacobi=no_jacobi, **options)._asdict()
+    order, idx, layout = biclass_rows(X, pos, basis, key=key, n_basis=n_basis, layout=layout)
+    kernel = _kernels.resolve_kernel(kernel, X)
+    return fit_rows(
+        X, order, idx, lams, scalar, layout, kernel=kernel, init=init, mesh=mesh, **options
+    )
+
+
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
     path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,

@@ -94,32 +94,24 @@ def score_sign(classes, pos_label) -> float:
     return 1.0 if classes[1] == pos_label else -1.0
 
 
-class KernelRankerParams(BaseEstimator):
-    """The parameters every jaxrank estimator shares (stored as given, as scikit-learn asks)
-    and the kernel they name."""
+def store_params(estimator, given: dict) -> None:
+    """Store each parameter of an estimator's ``__init__`` unchanged, as scikit-learn asks.
 
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-    ):
-        self.lam = lam
-        self.kernel = kernel
-        self.sigma2 = sigma2
-        self.eps = eps
-        self.loss = loss
-        self.tol = tol
-        self.max_iter = max_iter
-        self.max_cg = max_cg
-        self.dtype = dtype
+    ``given`` is that ``__init__``'s ``locals()``, taken before anything else is bound: its
+    parameters, and ``self`` (and ``__class__`` where the body uses ``super()``), which are
+    skipped. So each ``__init__`` is its explicit signature (what ``get_params`` reads) and one
+    call, and no parameter can be left unstored."""
+    for name, value in given.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
+class KernelRankerParams(BaseEstimator):
+    """What every jaxrank estimator makes of the parameters they share (``lam``, ``kernel``,
+    ``sigma2``, ``eps``, ``loss``, ``tol``, ``max_iter``, ``max_cg``, ``dtype``): the kernel
+    they name and the fitters' keyword arguments. Each estimator's ``__init__`` lists them in its
+    own signature (scikit-learn reads the parameters from it) and stores them
+    (:func:`store_params`)."""
 
     def _kernel(self):
         if self.sigma2 is None:
@@ -171,11 +163,7 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
         max_cg=25,
         dtype="float32",
     ):
-        super().__init__(
-            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
-            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
-        )  # fmt: skip
-        self.pos_label = pos_label
+        store_params(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -18,7 +18,14 @@ from sklearn.utils.validation import check_random_state, validate_data
 
 from jaxrank import _cv
 from jaxrank import kernels as _kernels
-from jaxrank._sklearn_base import RankClassifier, midpoint, rank_scores, rare_index, score_sign
+from jaxrank._sklearn_base import (
+    RankClassifier,
+    midpoint,
+    rank_scores,
+    rare_index,
+    score_sign,
+    store_params,
+)
 from jaxrank._validation import check_lam
 
 __all__ = ["DEFAULT_LAMS", "DEFAULT_SIGMA2_FACTORS", "RankRCClassifierCV"]
@@ -129,21 +136,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         search_tol=1e-4,
         extend_sigma2=True,
     ):
-        self.lams = lams
-        self.sigma2_factors = sigma2_factors
-        self.basis = basis
-        self.min_basis = min_basis
-        self.rule = rule
-        self.cv = cv
-        self.pos_label = pos_label
-        self.random_state = random_state
-        self.eps = eps
-        self.tol = tol
-        self.max_iter = max_iter
-        self.max_cg = max_cg
-        self.dtype = dtype
-        self.search_tol = search_tol
-        self.extend_sigma2 = extend_sigma2
+        store_params(self, locals())
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)

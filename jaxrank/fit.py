@@ -2,7 +2,8 @@
 
 :func:`fit` is the one entry point for the R-subset objective (seed 000 eq. 11): it resolves the
 basis (rare class, all rows, random, auto, greedy, a given subset), the loss and the penalty,
-and dispatches — L2 RankRC/RankSVM to :func:`jaxrank._fitting.fit_rows`, the greedy basis to
+and dispatches — L2 RankRC/RankSVM to :func:`jaxrank._fitting.fit_biclass` (which ends in
+:func:`jaxrank._fitting.fit_rows`), the greedy basis to
 :func:`jaxrank.greedy.fit_greedy`, the L1 penalty to :func:`jaxrank.l1.fit_l1`, the push loss
 to :func:`jaxrank.push.fit_push`. The objective is in :mod:`jaxrank.objective`, the solver
 call, preconditioners and row layout in :mod:`jaxrank._fitting` (whose notes give the data
@@ -21,10 +22,9 @@ from jaxrank._fitting import (
     SHARED_GRID_MAX_BYTES,
     SPECTRAL_MAX_BASIS,
     STAGED_MIN_BYTES,
-    biclass_rows,
-    check_fit_options,
     check_max_kernel_bytes,
     check_solver_options,
+    fit_biclass,
     fit_rows,
     grid_stages,
     keep_transpose,
@@ -165,7 +165,12 @@ def fit(
       >>> model.decision_function(X).shape
       (2, 300)
     """
+    # the options each fitter shares with fit, in groups: every fitter's, the Newton solver's
+    # (not fit_l1's: FISTA), and the biclass fitters' (not fit_greedy's: a grown basis)
     common = dict(kernel=kernel, eps=eps, tol=tol, dtype=dtype, memory_budget=memory_budget)
+    newton = dict(
+        max_iter=max_iter, max_cg=max_cg, path=path, chains=chains, precondition=precondition
+    )
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}.")
     if isinstance(basis, str) and basis == "greedy":
@@ -177,37 +182,35 @@ def fit(
             )
         if n_basis is None:
             n_basis = max(1, math.ceil(check_X(X).shape[0] / 10))
-        return fit_greedy(
-            X, y, lam, n_basis=n_basis, key=key, loss=loss or "squared_hinge", max_iter=max_iter,
-            max_cg=max_cg, path=path, chains=chains, precondition=precondition, **common,
-        )  # fmt: skip
+        loss = loss or "squared_hinge"
+        return fit_greedy(X, y, lam, n_basis=n_basis, key=key, loss=loss, **newton, **common)
     if isinstance(basis, str) and basis == "auto":
         basis = auto_basis(X, y, key=key, **({} if n_basis is None else {"min_basis": n_basis}))
         n_basis = None
-    loss = loss or "smoothed_hinge"
+    rows = dict(basis=basis, loss=loss or "smoothed_hinge", key=key, n_basis=n_basis, init=init)
     if penalty == "l1":
         if p is not None:
             raise ValueError("penalty='l1' is not available with the p-norm push.")
         # seed 000 extension 1: μ||β||₁ in place of the RKHS norm, μ = lam
-        return fit_l1(X, y, 0.0, l1=lam, basis=basis, loss=loss, key=key, n_basis=n_basis,
-                      init=init, **common)  # fmt: skip
+        return fit_l1(X, y, 0.0, l1=lam, **rows, **common)
     if p is not None:
         return fit_push(
-            X, y, lam, p=p, basis=basis, loss=loss, key=key, n_basis=n_basis, max_iter=max_iter,
-            max_cg=max_cg, path=path, chains=chains, precondition=precondition, init=init,
-            max_kernel_bytes=max_kernel_bytes, **common,
-        )  # fmt: skip
+            X, y, lam, p=p, max_kernel_bytes=max_kernel_bytes, **rows, **newton, **common
+        )
     mesh = _kernels.row_mesh(X)
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
-    options = check_fit_options(
-        X, loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
-        max_iter=max_iter, max_cg=max_cg, dtype=dtype, memory_budget=memory_budget,
+    return fit_biclass(
+        X,
+        pos,
+        lams,
+        scalar,
+        mesh=mesh,
         max_kernel_bytes=max_kernel_bytes,
-    )  # fmt: skip
-    order, idx, layout = biclass_rows(X, pos, basis, key=key, n_basis=n_basis)
-    return fit_rows(X, order, idx, lams, scalar, layout, kernel=_kernels.resolve_kernel(kernel, X),
-                    init=init, mesh=mesh, **options._asdict())  # fmt: skip
+        **rows,
+        **newton,
+        **common,
+    )
 
 
 def fit_rankrc(X, y, lam, **kwargs) -> RankModel:

@@ -56,7 +56,7 @@ import numpy as np
 
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
-from jaxrank._fitting import Biclass, biclass_rows, check_fit_options, fit_rows
+from jaxrank._fitting import Biclass, fit_biclass
 from jaxrank._validation import check_lam, check_X_y
 from jaxrank.losses import PiecewiseQuadratic
 from jaxrank.model import RankModel, rank_model_from_arrays, rank_model_to_arrays
@@ -471,15 +471,30 @@ def fit_push(
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
     p = check_p(p)
-    options = check_fit_options(
-        X, loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
-        max_iter=max_iter, max_cg=max_cg, dtype=dtype, memory_budget=memory_budget,
-        max_kernel_bytes=max_kernel_bytes, no_jacobi=_NO_JACOBI,
-    )  # fmt: skip
-    order, idx, layout = biclass_rows(X, pos, basis, key=key, n_basis=n_basis,
-                                      layout=functools.partial(_Push, p=p))  # fmt: skip
-    model = fit_rows(X, order, idx, lams, scalar, layout, kernel=_kernels.resolve_kernel(kernel, X),
-                     init=init, **options._asdict())  # fmt: skip
+    model = fit_biclass(
+        X,
+        pos,
+        lams,
+        scalar,
+        basis=basis,
+        key=key,
+        n_basis=n_basis,
+        kernel=kernel,
+        init=init,
+        layout=functools.partial(_Push, p=p),
+        no_jacobi=_NO_JACOBI,
+        loss=loss,
+        eps=eps,
+        tol=tol,
+        path=path,
+        chains=chains,
+        precondition=precondition,
+        max_iter=max_iter,
+        max_cg=max_cg,
+        dtype=dtype,
+        memory_budget=memory_budget,
+        max_kernel_bytes=max_kernel_bytes,
+    )
     return PushModel(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}, p=p)
 
 

@@ -39,7 +39,13 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
 
 import jax
 
-from jaxrank._sklearn_base import KernelRankerParams, RankClassifier, midpoint, rank_scores
+from jaxrank._sklearn_base import (
+    KernelRankerParams,
+    RankClassifier,
+    midpoint,
+    rank_scores,
+    store_params,
+)
 from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV
 from jaxrank.bases import resolve_basis
 from jaxrank.metrics import mauc
@@ -157,12 +163,7 @@ class RandomBasisRankClassifier(RankClassifier):
         n_basis=None,
         random_state=None,
     ):
-        super().__init__(
-            lam, pos_label=pos_label, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss,
-            tol=tol, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
-        )  # fmt: skip
-        self.n_basis = n_basis
-        self.random_state = random_state
+        store_params(self, locals())
 
     def _basis_options(self, X=None, pos=None) -> dict:
         key = _key_from(self.random_state)
@@ -216,14 +217,7 @@ class SparseAUCClassifier(RankClassifier):
         dtype="float32",
         random_state=None,
     ):
-        super().__init__(
-            lam, pos_label=pos_label, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss,
-            tol=tol, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
-        )  # fmt: skip
-        self.n_basis = n_basis
-        self.kappa = kappa
-        self.schedule = schedule
-        self.random_state = random_state
+        store_params(self, locals())
 
     def _fit_model(self, X, pos, lam: float):
         """Grow the basis (:func:`jaxrank.greedy.fit_greedy`); ``n_iter_`` counts greedy steps
@@ -287,13 +281,7 @@ class NystromRankClassifier(RankClassifier):
         dtype="float32",
         random_state=None,
     ):
-        super().__init__(
-            lam, pos_label=pos_label, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss,
-            tol=tol, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
-        )  # fmt: skip
-        self.landmarks = landmarks
-        self.n_basis = n_basis
-        self.random_state = random_state
+        store_params(self, locals())
 
     def _basis_options(self, X=None, pos=None) -> dict:
         if self.landmarks not in self._strategies:
@@ -384,11 +372,7 @@ class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
         max_cg=25,
         dtype="float32",
     ):
-        super().__init__(
-            lam, kernel=kernel, sigma2=sigma2, eps=eps, loss=loss, tol=tol,
-            max_iter=max_iter, max_cg=max_cg, dtype=dtype,
-        )  # fmt: skip
-        self.majority = majority
+        store_params(self, locals())
 
     def fit(self, X, y):
         """Fit the ordinal ranker on ``X`` (taken as given) and levels ``y`` (ordered as they
