@@ -63,9 +63,8 @@ def fit_method(name: str, C_: float, X, y):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning
-            return LinearSVC(C=C_, class_weight=what, max_iter=10000).fit(
-                X, y
-            ).decision_function, {}
+            svc = LinearSVC(C=C_, class_weight=what, max_iter=10000).fit(X, y)
+        return svc.decision_function, {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         # the grids are on the seed's scale of C (issue 17 made C_scale="svc" the default):

@@ -220,9 +220,7 @@ def markdown(result: dict) -> str:
     for name, ds in result["datasets"].items():
         for m, r in ds["summary"].items():
             delta, up, rnd = _vs_svm(r, "×")
-            within = (
-                "-" if "within_2_points" not in r else ("yes" if r["within_2_points"] else "NO")
-            )
+            within = {True: "yes", False: "NO"}.get(r.get("within_2_points"), "-")
             rows.append([name, f"{ds['n']} / {ds['n_pos']} / {ds['d']}", m,
                          f"{r['test_auc_mean']:.1f} ± {r['test_auc_se']:.1f}", delta,
                          C.fmt_seconds(r["fit_median_s"]), up, rnd,

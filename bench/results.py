@@ -1,8 +1,10 @@
-"""Build ``RESULTS.md`` from the committed full-size runs: the ``markdown(result)`` of each
-``bench/<name>.py`` of :data:`SECTIONS` on ``bench/results/<name>.json`` (PNGs beside it,
-``<name>.png`` / ``<name>_*.png``, linked). A pure function of the JSON files, so ``--check``
-can tell whether the committed page is up to date. Importing a bench module must have no side
-effects (no x64, no heavy work, no optional packages; ``tests/test_results.py`` checks it).
+"""Build ``RESULTS.md`` (repository root) from the committed full-size runs in ``bench/results/``.
+
+The page is the ``markdown(result)`` of each ``bench/<name>.py`` of :data:`SECTIONS` on
+``bench/results/<name>.json`` (PNGs beside it, ``<name>.png`` / ``<name>_*.png``, linked): a
+pure function of the JSON files, so ``--check`` can tell whether the committed page is up to
+date. Importing a bench module must have no side effects (no x64, no heavy work, no optional
+packages; ``tests/test_results.py`` checks it).
 
 Usage::
 
