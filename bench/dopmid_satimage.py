@@ -1,28 +1,10 @@
 """DOPMID (seed 004) on KEEL satimage against an unweighted linear hinge SVM (issue 4, item 2).
 
 Done-when: DOPMID-AM's test AM is at least 0.10 above ``sklearn.svm.LinearSVC()``'s (seed 004
-reports +32 % on satimage, Sec. 4.2.1).
-
-Protocol: ``jaxrank.datasets.load_keel("satimage")`` (6435 rows, 36 features, class 4 rare: 626
-rows); ``--splits`` stratified 75/25 train/test splits (``StratifiedShuffleSplit``, seeded);
-features standardised on each training split (and on each inner training fold). C of every
-tuned method is chosen from a small grid by stratified ``--folds``-fold cross-validation on the
-training split, maximising the measure the method optimises (AM, or QM for DOPMID-QM), then the
-model is refitted on the whole training split and scored on the test split. ``LinearSVC()`` is
-used as given (C = 1, no class weights), the issue's baseline.
-
-Rows of the table:
-
-- ``LinearSVC()``: the baseline.
-- ``DOPMID-AM`` / ``DOPMID-QM``: the seed's formulation (``feature_map="sum"``, no bias).
-- ``DOPMID-AM balanced+b``: ``feature_map="balanced"`` with a bias feature (``bias=1``).
-- ``DOPMID-AM sum+b``: the seed's map with a bias feature: the AM optimum is then the constant
-  classifier on satimage (module notes of :mod:`jaxrank.dopmid`), shown as a caution.
-- ``LinearSVC balanced``: ``class_weight="balanced"``, C tuned the same way, for context (AM's
-  loss separates over rows, so DOPMID-AM is a reweighted hinge SVM in disguise).
-
-Run ``python bench/dopmid_satimage.py`` (float64, single-threaded BLAS; see the note at the
-imports) or ``--quick``. The first refit of each method includes compilation.
+Sec. 4.2.1 reports +32 % on satimage). Protocol and results: RESULTS.md §9. Features are
+standardised on each training split and on each inner training fold; ``LinearSVC()`` is used as
+given (C = 1, no class weights), the issue's baseline. Run ``python bench/dopmid_satimage.py``
+(float64, single-threaded BLAS: see the note at the imports) or ``--quick``.
 """
 
 from __future__ import annotations
@@ -52,7 +34,10 @@ GRID_SUM = [1e-7, 1e-6, 1e-5, 1e-4]
 GRID_BALANCED = [0.1, 1.0, 10.0, 100.0]
 GRID_SVC = [0.01, 0.1, 1.0]
 # name: (measure / class weight, DOPMID feature map (None: LinearSVC), bias, C grid); --quick
-# runs the first three
+# runs the first three. "sum": the seed's formulation; "sum+b": with a bias feature the AM optimum
+# is the constant classifier on satimage (module notes of jaxrank.dopmid), shown as a caution;
+# "LinearSVC balanced" for context (AM's loss separates over rows, so DOPMID-AM is a reweighted
+# hinge SVM in disguise).
 METHODS = {
     "LinearSVC()": (None, None, 0.0, [1.0]),
     "DOPMID-AM": ("am", "sum", 0.0, GRID_SUM),
@@ -78,9 +63,8 @@ def fit_method(name: str, C_: float, X, y):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # liblinear's ConvergenceWarning
-            return LinearSVC(C=C_, class_weight=what, max_iter=10000).fit(
-                X, y
-            ).decision_function, {}
+            svc = LinearSVC(C=C_, class_weight=what, max_iter=10000).fit(X, y)
+        return svc.decision_function, {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         # the grids are on the seed's scale of C (issue 17 made C_scale="svc" the default):
@@ -220,30 +204,8 @@ def main(argv=None):
 
     timings = measure_timings(X, y, args.seed)
     summary = summarise(results)
-    print(
-        f"\nsatimage: {X.shape[0]} rows, {X.shape[1]} features, {int((y == 1).sum())} rare; "
-        f"{args.splits} stratified 75/25 splits, C by {args.folds}-fold CV on the training split"
-    )
-    head = (f"| {'method':22s} | {'AM':>13s} | {'QM':>13s} | {'F1':>13s} | {'AM gain':>15s} "
-            f"| {'C chosen':>18s} | {'iters':>5s} | {'fit':>8s} |")  # fmt: skip
-    print(head)
-    print("|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|")
-    for name, s in summary.items():
-        Cs = ",".join(f"{c:.0e}" for c in sorted(set(s["C"])))
-        gain = f"{s['am_gain']:+.4f} ({s['am_gain_rel']:+.0%})"
-        iters = f"{s['iterations_median']:.0f}" if "iterations_median" in s else "-"
-        print(f"| {name:22s} | {s['am']:.4f}±{s['am_se']:.4f} | {s['qm']:.4f}±{s['qm_se']:.4f} "
-              f"| {s['f1']:.4f}±{s['f1_se']:.4f} | {gain:>15s} "
-              f"| {Cs:>18s} | {iters:>5s} | {C.fmt_seconds(s['fit_s_median']):>8s} |")  # fmt: skip
-    print("\nCompiled timings on the first training split (median of repeats after a warm-up):")
-    for name, t in timings.items():
-        extra = f" ({t['what']})" if "what" in t else ""
-        print(f"  {name:34s} {C.fmt_seconds(t['median']):>9s}{extra}")
-    gain = summary["DOPMID-AM"]["am_gain"]
-    done = gain >= 0.10
-    print(f"\ndone-when (DOPMID-AM AM >= LinearSVC() AM + 0.10, mean over splits): "
-          f"{'MET' if done else 'NOT MET'} (gain {gain:+.4f}, smallest per split "
-          f"{summary['DOPMID-AM']['am_gain_min']:+.4f}; seed 004: +32 %)")  # fmt: skip
+    done = summary["DOPMID-AM"]["am_gain"] >= 0.10
+    print(f"\nsatimage: {X.shape[0]} rows, {X.shape[1]} features, {int((y == 1).sum())} rare")
     protocol = {
         "data": "KEEL satimage via jaxrank.datasets.load_keel", "splits": args.splits,
         "test_size": 0.25, "seed": args.seed, "inner_cv_folds": args.folds,
@@ -253,6 +215,7 @@ def main(argv=None):
     }  # fmt: skip
     result = {"bench": NAME, "env": C.env_info(), "protocol": protocol, "summary": summary,
               "timings": timings, "results": results, "done_when_met": bool(done)}  # fmt: skip
+    print("\n" + markdown(result))
     print(f"wrote {C.write_json(args.out, result)}")
     if args.save:
         print(f"saved to {C.write_json(C.RESULTS_DIR / C.out_path(NAME, args.quick).name, result)}")

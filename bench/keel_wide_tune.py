@@ -1,19 +1,14 @@
 """How RankRCClassifierCV's defaults were chosen: basis floor, σ² factors, rule (issue 18).
 
-On the tuning sets only (``keel_wide.TUNE_SETS``; the rest of ``bench/keel_wide.py`` is held
-out), per split (stratified 75/25, standardised on the training split, as ``keel_wide``):
-
-- the 5-fold CV table of :func:`jaxrank._cv.cv_search` for every basis policy in ``POLICIES``
-  (``rare``; ``auto`` with floors 64, 128, 256), σ² = heuristic × 2^k, k = −4 … 2, and the paper's
-  λ grid 2^-20 … 2^10;
-- the test AUC of the model refitted on the whole training split for every (policy, σ², λ);
-- SVC-W (``GridSearchCV``, the grid of ``keel_wide``) as the reference.
-
-``analyse`` then scores every candidate default — a set of policies, a set of σ² factors and a
-selection rule — by looking up the test AUC of the cell each would pick from the CV table, so
-all candidates are compared on the same fits. Printed: mean test AUC over sets (mean over
-splits per set), SVC-W's, the worst per-set difference, the share of sets within 0.5 points
-or better.
+``run``: on ``keel_wide.TUNE_SETS`` only (the rest of ``bench/keel_wide.py`` is held out), per
+split (keel_wide's stratified 75/25 split, standardised on the training split), the 5-fold CV
+table of :func:`jaxrank._cv.cv_search` for every basis policy of ``POLICIES`` over σ² =
+heuristic × ``FACTORS`` and the paper's λ grid, the test AUC of the refit on the whole training
+split for every cell, and SVC-W (``GridSearchCV``, keel_wide's grid) as the reference.
+``analyse`` scores every candidate default (policies, σ² factors, rule) by the test AUC of the
+cell it picks from the CV table, so all are compared on the same fits: mean test AUC over sets,
+SVC-W's, the worst per-set difference, the share of sets within 0.5 points or better. Results:
+the notes of :mod:`jaxrank._cv`.
 
 Usage::
 

@@ -2,34 +2,14 @@
 
 Issue 4, item 1, done-when: MIBC's test AUC is not more than 2 points below
 ``sklearn.svm.LinearSVC(class_weight="balanced")``, with both fit times reported (seed 002's
-claim, Sec. 4: as good, faster).
-
-Protocol, per data set (:func:`jaxrank.datasets.load_keel`):
-
-- 5 stratified 75/25 train/test splits (``StratifiedShuffleSplit``, ``--seed``); features
-  standardised on the training split (mean / standard deviation of the training rows; a constant
-  feature is left centred).
-- Hyperparameters by **inner stratified 3-fold CV on the training split** (mean validation AUC),
-  the same protocol for every method; ties go to the first grid value:
-  MIBC ν ∈ {0.02, 0.05, 0.1, 0.2, 0.5, 1} × ρ ∈ {0, 0.01, 0.1, 1} (the ν grid is one vmapped
-  fit per ρ); LinearSVC C ∈ {10⁻⁴, …, 10²}. The chosen values are refitted on the whole training
-  split and scored on the test split. A ρ whose covariance model is singular (abalone19's three
-  sex indicators sum to 1, so ρ = 0 is refused there) is skipped.
-- Methods: ``mibc`` (full covariance, linear, eq. 10), ``mibc-diag`` (diagonal covariance),
-  ``mibc-rbf`` (the Mahalanobis Gaussian of Fig. 2, σ² ∈ {¼, 1, 4} × 2d, 2d being the mean
-  squared distance between two whitened negatives, chosen by the same CV) and the baseline
-  ``svm-w`` = ``LinearSVC(class_weight="balanced")``.
-- Fit time: the refit with the chosen hyperparameters (validation included, as a user calls
-  it), median of ``--repeats`` calls after one warm-up call (for MIBC the warm-up compiles; its
-  time is reported as ``first``), blocked on the result. The methods are timed in turn within
-  each round (rotating order), so that they see the same machine load; ``speed-up`` is the
-  SVM's median over the method's, ``per-round`` the median of the per-round ratios.
-  ``select`` is the wall time of the whole inner CV (MIBC's includes compilation for each new
-  fold shape). The machines are shared: medians, and expect noise of tens of percent.
-
-Scaling (``--scale-sizes``, default m = 10⁴, 10⁵): fit time against m at fixed
-hyperparameters on seed 000's simulated data (1 % positives, d = 40), where the paper's claim
-(MIBC's cost is one pass over the negatives plus an m+ × m+ QP) should show.
+claim, Sec. 4: as good, faster). Protocol and results: RESULTS.md §6. Every method's
+hyperparameters are chosen by the same inner stratified CV on the training split (mean
+validation AUC, ties to the first grid value; MIBC's ν grid is one vmapped fit per ρ), then
+refitted on it. ``fit`` is the median of ``--repeats`` refits after a warm-up (MIBC's compiles:
+``first``), validation included as a user calls it; ``select`` is the wall time of the whole
+inner CV (MIBC's with compilation for each new fold shape). ``--scale-sizes``: fit time
+against m at fixed hyperparameters (:func:`run_scaling`), where the paper's claim (one pass
+over the negatives plus an m+ × m+ QP) should show.
 
 Usage::
 
@@ -51,8 +31,7 @@ from jaxrank import kernels, metrics
 from jaxrank.datasets import load_keel, make_rare_class
 from jaxrank.mibc import fit_mibc
 
-# main() switches x64 on (float64 run); importing this module leaves it as it is, and the
-# scikit-learn imports are inside the functions that use them (markdown() needs neither).
+# main() switches x64 on (float64 run); the scikit-learn imports are inside the functions.
 
 NAME = "mibc_keel"
 NUS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
@@ -199,11 +178,7 @@ def run_scaling(args) -> list[dict]:
         for name, timing in time_interleaved(fits, args.scale_repeats).items():
             row[name]["fit"] = timing
         row["speedup"] = row["svm-w"]["fit"]["median"] / row["mibc"]["fit"]["median"]
-        mi, sv = row["mibc"], row["svm-w"]
-        print(f"scaling m={m}: mibc {C.fmt_seconds(mi['fit']['median'])} (AUC "
-              f"{mi['test_auc'] * 100:.1f}), svm-w {C.fmt_seconds(sv['fit']['median'])} (AUC "
-              f"{sv['test_auc'] * 100:.1f}), speed-up {row['speedup']:.1f}x",
-              flush=True)  # fmt: skip
+        print(f"scaling m={m}: speed-up {row['speedup']:.1f}x", flush=True)
         rows.append(row)
     return rows
 
@@ -232,7 +207,6 @@ def summarise(splits, methods):
 
 
 def _vs_svm(r: dict, times: str) -> list[str]:
-    """A summary row's AUC difference, speed-up and per-round speed-up against svm-w (or -)."""
     return ["-" if k not in r else format(r[k], f) + t for k, f, t in (
         ("auc_minus_svm", "+.1f", ""), ("fit_speedup_vs_svm", ".2f", times),
         ("fit_speedup_per_round_median", ".2f", times))]  # fmt: skip
@@ -246,9 +220,7 @@ def markdown(result: dict) -> str:
     for name, ds in result["datasets"].items():
         for m, r in ds["summary"].items():
             delta, up, rnd = _vs_svm(r, "×")
-            within = (
-                "-" if "within_2_points" not in r else ("yes" if r["within_2_points"] else "NO")
-            )
+            within = {True: "yes", False: "NO"}.get(r.get("within_2_points"), "-")
             rows.append([name, f"{ds['n']} / {ds['n_pos']} / {ds['d']}", m,
                          f"{r['test_auc_mean']:.1f} ± {r['test_auc_se']:.1f}", delta,
                          C.fmt_seconds(r["fit_median_s"]), up, rnd,
@@ -277,29 +249,6 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def print_summary(result: dict, args) -> None:
-    env = result["env"]
-    print(f"\nMIBC vs class-weighted linear SVM — {env['device_kind']} ({env['platform']}), "
-          f"jax {env['jax']}, {env['cpu_count']} CPUs; test AUC mean ± s.e. over "
-          f"{args.splits} splits; fit = median of {args.repeats} refits (compiled)\n")  # fmt: skip
-    cols = ("AUC", "Δ vs svm", "fit", "speed-up", "per-round", "select")
-    head = f"{'data':<10} {'method':<10} " + " ".join(
-        f"{c:>{w}}" for c, w in zip(cols, (12, 9, 9, 9, 9, 9), strict=True))  # fmt: skip
-    print(head)
-    print("-" * len(head))
-    for name, ds in result["datasets"].items():
-        for m, r in ds["summary"].items():
-            delta, speed, rnd = _vs_svm(r, "x")
-            print(f"{name:<10} {m:<10} {r['test_auc_mean']:6.1f} ± {r['test_auc_se']:3.1f} "
-                  f"{delta:>9} {C.fmt_seconds(r['fit_median_s']):>9} {speed:>9} {rnd:>9} "
-                  f"{C.fmt_seconds(r['select_median_s']):>9}")  # fmt: skip
-    done = {n: ds["summary"]["mibc"]["within_2_points"] for n, ds in result["datasets"].items()
-            if "within_2_points" in ds["summary"].get("mibc", {})}  # fmt: skip
-    if done:
-        print("\ndone-when (mibc AUC >= svm-w AUC - 2 points): "
-              + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in done.items()))  # fmt: skip
-
-
 def main(argv=None):
     p = C.parser(NAME, __doc__, "2 splits, 3 repeats, scaling at m = 2000 and 5000", seed=0)
     p.add_argument("--datasets", nargs="*", default=["yeast4", "abalone19"])
@@ -312,8 +261,7 @@ def main(argv=None):
                         f"{FULL['scale_sizes']}; none: skip it)")  # fmt: skip
     p.add_argument("--scale-repeats", type=int, help=f"default {FULL['scale_repeats']}")
     args = p.parse_args(argv)
-    for k, v in (QUICK if args.quick else FULL).items():
-        setattr(args, k, v if getattr(args, k) is None else getattr(args, k))
+    C.mode_defaults(args, QUICK, FULL)
     jax.config.update("jax_enable_x64", True)
     from sklearn.model_selection import StratifiedShuffleSplit
 
@@ -342,7 +290,7 @@ def main(argv=None):
     if args.scale_sizes:
         result["scaling"] = run_scaling(args)
     path = C.write_json(args.out, result)
-    print_summary(result, args)
+    print("\n" + markdown(result))
     print(f"\nwrote {path}")
     if args.save:
         print(f"saved to {C.write_json(C.RESULTS_DIR / C.out_path(NAME, args.quick).name, result)}")

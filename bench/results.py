@@ -1,20 +1,16 @@
 """Build ``RESULTS.md`` (repository root) from the committed full-size runs in ``bench/results/``.
 
-Convention: every benchmark script ``bench/<name>.py`` exposes ``markdown(result: dict) -> str``
-and its full-size run is committed as ``bench/results/<name>.json`` (a PNG beside it,
-``<name>.png`` or ``<name>_*.png``, is linked as an image). This script renders the sections of
-:data:`SECTIONS` in order; a section whose JSON is not there yet says so and gives the command
-that produces it. Nothing is measured here: the page is a pure function of the JSON files, so
-``--check`` can tell whether the committed ``RESULTS.md`` is up to date with them.
+The page is the ``markdown(result)`` of each ``bench/<name>.py`` of :data:`SECTIONS` on
+``bench/results/<name>.json`` (PNGs beside it, ``<name>.png`` / ``<name>_*.png``, linked): a
+pure function of the JSON files, so ``--check`` can tell whether the committed page is up to
+date. Importing a bench module must have no side effects (no x64, no heavy work, no optional
+packages; ``tests/test_results.py`` checks it).
 
 Usage::
 
     python bench/results.py            # rewrite RESULTS.md
     python bench/results.py --check    # exit 1 if RESULTS.md differs from what the JSON gives
     python bench/results.py --stdout   # print instead of writing
-
-Importing a bench module must have no side effects (no x64, no heavy work, no optional
-packages); ``tests/test_results.py`` checks that, and that ``--check`` passes.
 """
 
 from __future__ import annotations
@@ -34,9 +30,6 @@ RESULTS_MD = ROOT / "RESULTS.md"
 
 
 class Section(NamedTuple):
-    """One benchmark in RESULTS.md: heading, script (``bench/<name>.py``), one line on what it
-    shows, and the command that reproduces ``bench/results/<name>.json``."""
-
     title: str
     name: str
     description: str
@@ -44,7 +37,7 @@ class Section(NamedTuple):
 
 
 # The sections in page order, a paragraph each: "name | title", the description, then "$ " and the
-# command (a wrapped line continues the one before it after a space).
+# command that reproduces bench/results/<name>.json (wrapped lines are joined with a space).
 REGISTRY = """\
 systems | All systems side by side (KEEL)
 Every system of the five papers and the sklearn baselines on the KEEL sets of seed 000 Table 4: AUC,
@@ -184,7 +177,6 @@ def json_path(sec: Section) -> Path:
 
 
 def images(sec: Section) -> list[Path]:
-    """PNGs beside the JSON: ``<name>.png`` and ``<name>_*.png``, sorted."""
     pngs = {RESULTS_DIR / f"{sec.name}.png"} | set(RESULTS_DIR.glob(f"{sec.name}_*.png"))
     return sorted(p for p in pngs if p.is_file())
 
@@ -195,7 +187,6 @@ def is_quick(result: dict) -> bool:
 
 
 def provenance(result: dict) -> str:
-    """Where and when the run was measured, from its JSON (``env`` of bench/_common)."""
     env = result.get("env")
     if not isinstance(env, dict):
         bits = [f"{k} {result[k]}" for k in ("device", "jax") if k in result]
@@ -210,7 +201,6 @@ def provenance(result: dict) -> str:
 
 
 def render_section(sec: Section, index: int) -> tuple[str, str | None]:
-    """The section's markdown and the error of its script's ``markdown()`` (``None``: none)."""
     path = json_path(sec)
     lines = [f'<a id="{sec.name}"></a>', f"## {index}. {sec.title}", "", sec.description, ""]
     if not path.exists():
@@ -238,7 +228,6 @@ def render_section(sec: Section, index: int) -> tuple[str, str | None]:
 
 
 def render() -> tuple[str, dict[str, str]]:
-    """The whole page and ``{name: error}`` for the sections whose markdown() failed."""
     toc, bodies, errors = [], [], {}
     for i, sec in enumerate(SECTIONS, 1):
         text, error = render_section(sec, i)
