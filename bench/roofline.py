@@ -51,17 +51,11 @@ BATCHED = {  # name: passes, markdown label (None: JSON only)
     "hvp": (2, "Hv"),
     "value_grad": (2, "value+gradient"),
 }
-BATCH_PASSES = {k: v[0] for k, v in BATCHED.items()}
 STREAM_RULE = (
     "stream = median t(jnp.sum(K)); per_pass = t / (passes * stream); at_roofline: per_pass <= 2; "
     "passes: K@v, g@K, K@V, G@K 1; Hv, value+grad 2; "
     "per_roof = t / max(passes * stream, passes * 2 m |R| L / GEMM rate)"
 )
-
-
-def lam_grid(L: int) -> np.ndarray:
-    """L values spread over 2^-20..2^10 (the bench grid's range)."""
-    return 2.0 ** np.linspace(-20, 10, L)
 
 
 def build(m: int) -> dict:
@@ -89,7 +83,8 @@ _rmatvecB = jax.jit(jax.vmap(kernels.rmatvec, (0, None, None)), static_argnums=2
 
 
 def _timer(repeats: int, budget: float):
-    """``fn -> median seconds`` by :func:`_common.time_budgeted`, the probe call one of the runs."""
+    """``fn -> median seconds`` by :func:`_common.time_budgeted`, the probe call one of the runs
+    (also ``bench/gpu.py``'s)."""
     return lambda fn: C.time_budgeted(fn, repeats=repeats, budget=budget, keep_probe=True)["median"]
 
 
@@ -140,7 +135,7 @@ def batched_products(K, blk: dict, L: int, tm) -> dict:
     kv, kg = jax.random.split(jax.random.key(2))
     V = jax.random.normal(kv, (L, K.shape[1]), K.dtype)
     G = jax.random.normal(kg, (L, K.shape[0]), K.dtype)
-    lams = jnp.asarray(lam_grid(L), K.dtype)
+    lams = jnp.asarray(2.0 ** np.linspace(-20, 10, L), K.dtype)  # the bench grid's range
     scale = jnp.asarray(2.0 ** (np.linspace(-1.0, 1.0, L) if L > 1 else np.zeros(1)), K.dtype)
     betas = scale[:, None] * blk["beta"][None, :]
     lins = C.objective_value_batched(Kf, Krr, lams, betas, loss, **st)[2]
@@ -189,7 +184,9 @@ def run_size(m: int, ls: list[int], streamed: bool, repeats: int, budget: float)
     res["batched"] = {}
     for L in ls:
         b = batched_products(K, blk, L, tm)
-        res["batched"][str(L)] = _ratios(b, BATCH_PASSES, stream, L * flops, rate)
+        res["batched"][str(L)] = _ratios(
+            b, {k: v[0] for k, v in BATCHED.items()}, stream, L * flops, rate
+        )
         done(f"L = {L}")
     t_h = np.asarray([res["batched"][str(L)]["hvp"]["time"] for L in ls])
     if len(ls) >= 2:

@@ -81,7 +81,7 @@ _SYSTEMS = (  # name, what it is, the hyper-parameter it tunes, its own threshol
     ("ranksvm", "RankSVM (seed 000)", "λ", None, "lam"),
     ("rank-rnd", "RANK-RND (seed 000)", "λ", None, "lam"),
     ("greedy", "greedy sparse AUC (seed 001)", "λ", None, "greedy_lam"),
-    ("mibc", "MIBC (seed 002)", "ρ, ν", "f ≥ 0", None),
+    ("mibc", "MIBC (seed 002)", "ρ, ν", "f ≥ 0", None),  # eq. 10: full covariance, Σ + ρI
     ("dopmid-am", "DOPMID-AM (seed 004)", "C", "f > 0", "dopmid_c"),
     ("dopmid-qm", "DOPMID-QM (seed 004)", "C", "f > 0", "dopmid_c"),
     ("rankrc-sgd", "stochastic RankRC (seed 000 ext. 3)", "RankRC's λ", None, None),
