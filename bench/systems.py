@@ -174,8 +174,6 @@ def hp_grid(name: str, grids: dict) -> list:
     """The system's candidate hyper-parameters, most regularised first."""
     if name == "mibc":
         return [(float(r), float(n)) for r in grids["mibc_rho"] for n in grids["mibc_nu"]]
-    if name not in _GRID_OF:
-        raise ValueError(f"{name!r} has no grid of its own.")
     return [float(v) for v in grids[_GRID_OF[name]]]
 
 
