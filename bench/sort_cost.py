@@ -1,47 +1,20 @@
 """CPU sort cost: which exact sort should a Newton step use? (issue 6, item 5).
 
-Every Newton step of the sorted-window objective (DESIGN §3) sorts scores once; the λ grid and
-the CG steps reuse the windows. DESIGN §5 found sorting, not the products, to be the CPU
-bottleneck. This bench times, at m = 10⁴, 10⁵, 10⁶ float32 scores (``--quick``: 10⁴):
+Every Newton step of the sorted-window objective (DESIGN §3) sorts scores once (the λ grid and
+the CG steps reuse the windows), and DESIGN §5 found sorting, not the products, to be the CPU
+bottleneck. This times the sorts of :func:`full_variants` and, from the stable permutation
+``p0`` of the scores ``x0`` before a small step, the re-sorts of the nearly sorted ``x1[p0]`` of
+:func:`incremental_variants`, jitted, at m = 10⁴, 10⁵, 10⁶ float32 scores, each checked element
+for element against ``np.argsort(x1, kind="stable")`` (ties broken by index).
 
-- ``argsort``: ``jnp.argsort`` (stable);
-- ``sort_values``: ``jnp.sort`` — values only, no permutation (the cost floor of an XLA sort;
-  checked against the reference's sorted values, not a candidate for "fastest exact");
-- ``lax_payload``: ``lax.sort((x, iota), num_keys=1)`` (XLA's default, *not* stable), and
-  ``lax_payload_stable`` (``is_stable=True``) and ``lax_two_keys`` (``num_keys=2``: ties broken
-  by the index, exact whatever the algorithm);
-- ``host_argsort``: ``jax.pure_callback`` to ``np.argsort(kind="stable")``;
-- ``host_key64``: ``jax.pure_callback`` sorting unique uint64 keys (order-preserving bits of the
-  float in the high word, the index in the low word) with numpy's default (SIMD where available)
-  unstable sort — unique keys make any sort exact;
-- incremental re-sorting: the scores ``x1 = x0 + step`` after a small step from ``x0`` whose
-  stable permutation ``p0`` is known; the nearly sorted ``x1[p0]`` is re-sorted and composed
-  with ``p0``: ``incr_lax_two_keys`` (``lax.sort((x1[p0], p0), num_keys=2)``, exact),
-  ``incr_lax_stable`` (``num_keys=1`` stable: ties come out in ``p0``'s order, so exact only
-  when ``p0`` orders every tie of ``x1`` by index), ``incr_host_argsort``
-  (``p0[np.argsort(x1[p0], kind="stable")]``, same caveat; numpy's stable sort is a timsort,
-  which runs in near-linear time on presorted runs), ``incr_host_key64`` (the uint64 keys of
-  ``(x1[p0], p0)`` by the stable timsort: exact and run-adaptive).
-
-Every variant runs jitted on ``x1`` (``p0`` an argument for the incremental ones) and is checked
-against ``np.argsort(x1, kind="stable")`` — element for element, ties broken by index. The
-scores are standard normal float32 with ties on 1 % of the entries each: groups of 4 equal
-scores in both ``x0`` and ``x1`` (duplicate rows: tied at every step), and scores rounded to
-multiples of 1/64 (ties that come and go with the step, as float32 collisions do, which add more
-at large m). ``step`` is the standard deviation of the Gaussian perturbation relative to that of
-the scores (``--steps``, default 1e-2, 1e-4, 1e-6: an early, a middle and a late Newton step);
-``disorder`` (fraction of adjacent descents in ``x1[p0]``) and ``mean_displacement`` (mean rank
-change from ``x0`` to ``x1``) say how presorted the incremental input is. The full sorts are
-timed on the scores after the first step (their cost does not depend on it). For context,
-jaxrank's actual per-step sort work: :func:`jaxrank.pairwise.windows` at m+ = ρm positives (ρ as
-in ``bench/core.py``) and m− = m − m+ negatives; it sorts only the positives and bisects every
-negative into them. The machine is shared: compare the variants within one run (ratios).
-
-Usage::
-
-    python bench/sort_cost.py                 # m = 1e4, 1e5, 1e6 (about a minute)
-    python bench/sort_cost.py --quick         # m = 1e4, one step (CI smoke test)
-    python bench/sort_cost.py --sizes 100000 --steps 1e-3
+Scores (:func:`make_scores`): standard normal float32 with ties on 1 % of the entries each:
+groups of 4 equal scores in both ``x0`` and ``x1`` (duplicate rows, tied at every step) and
+scores rounded to multiples of 1/64 (ties that come and go with the step, as float32
+collisions do). ``step`` is the standard deviation of the Gaussian step relative to the scores'
+(``--steps``: an early, a middle and a late Newton step); ``disorder`` (adjacent descents in
+``x1[p0]``) and ``mean_displacement`` (mean rank change) say how presorted ``x1[p0]`` is. For
+context, jaxrank's own per-step sort work: :func:`jaxrank.pairwise.windows` at m+ = ρm (ρ as in
+``bench/core.py``), which sorts only the positives and bisects every negative into them.
 """
 
 from __future__ import annotations
@@ -61,7 +34,6 @@ SEED = 0
 FULL = dict(sizes=(10_000, 100_000, 1_000_000), steps=(1e-2, 1e-4, 1e-6), time_budget=0.5)
 QUICK = dict(sizes=(10_000,), steps=(1e-4,), time_budget=0.05)
 TIE_FRACTION, TIE_GRID, EPS = 0.01, 64.0, 0.5  # EPS: the smoothed hinge of the windows
-STEP = "step {step:g}: disorder {disorder:.3f}, displacement {mean_displacement:.1f}"
 
 
 def make_scores(m: int, step: float, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -115,11 +87,14 @@ def full_variants() -> dict:
     lax = lambda keys, **kw: jax.jit(lambda x: jax.lax.sort((x, iota(x)), num_keys=keys, **kw)[1])
     return {
         "argsort": jax.jit(lambda x: jnp.argsort(x, stable=True).astype(jnp.int32)),
+        # values only: the cost floor of an XLA sort, checked against the sorted values
         "sort_values": jax.jit(jnp.sort),
-        "lax_payload": lax(1),
+        "lax_payload": lax(1),  # XLA's default, not stable
         "lax_payload_stable": lax(1, is_stable=True),
-        "lax_two_keys": lax(2),
+        "lax_two_keys": lax(2),  # ties broken by the index: exact whatever the algorithm
         "host_argsort": jax.jit(lambda x: _callback(_np_argsort_stable, x)),
+        # unique uint64 keys (float bits, then index) by numpy's default (SIMD where available)
+        # unstable sort: unique keys make any sort exact
         "host_key64": jax.jit(lambda x: _callback(_np_key64_sort, x)),
     }
 
@@ -127,6 +102,9 @@ def full_variants() -> dict:
 def incremental_variants() -> dict:
     """Re-sorts from the previous permutation: name -> jitted ``(x1, p0) -> perm``."""
     lax = lambda k: jax.jit(lambda y, p0: jax.lax.sort((y[p0], p0), num_keys=k, is_stable=True)[1])
+    # num_keys=1 stable and the host argsort: ties come out in p0's order, so exact only when
+    # p0 orders every tie of x1 by index; numpy's stable sort is a timsort, near-linear on
+    # presorted runs (incr_host_key64: exact and run-adaptive)
     return {
         "incr_lax_two_keys": lax(2),
         "incr_lax_stable": lax(1),
@@ -214,11 +192,10 @@ def print_results(results: list[dict]) -> None:
     for r in results:
         f, fe = r["fastest_exact_full"], r["fastest_exact"]
         at = f" at step {fe['step']:g}" if fe["step"] is not None else ""
-        inc = [STEP.format(**i) for i in r["incremental"]]
         print(
             f"m = {r['m']}: fastest exact full sort {f['name']} ({f['speedup_vs_argsort']:.1f}x "
             f"argsort); overall {fe['name']}{at} ({fe['speedup_vs_argsort']:.1f}x); "
-            f"{r['tied_values']} tied values; {', '.join(inc)}"
+            f"{r['tied_values']} tied values (disorder, displacement per step: JSON)"
         )
 
 

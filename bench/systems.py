@@ -1,72 +1,29 @@
 """All systems side by side: AUC, AM, QM and time on the KEEL six of seed 000 Table 4 (issue 4).
 
-Data sets (:func:`jaxrank.datasets.load_keel`): abalone19, yeast4, vowel0, page-blocks0, ecoli3,
-satimage. Systems, each through jaxrank's public API or scikit-learn:
+Data: abalone19, yeast4, vowel0, page-blocks0, ecoli3, satimage (``load_keel``). Systems
+(:data:`SYSTEMS`; the call of each in :func:`fit_system`): every system of the five papers
+through jaxrank's public API, and two class-weighted scikit-learn SVCs. Kernel rankers: Gaussian
+kernel with the paper's σ², ε = 0.5, tol 1e-6, float32; MIBC and DOPMID are linear and run in
+float64 (as ``bench/mibc_keel.py`` and ``bench/dopmid_satimage.py``), so ``main`` enables x64.
 
-================ ========================================================= ===================
-system           call                                                      hyper-parameter
-================ ========================================================= ===================
-rankrc           ``jaxrank.fit_rankrc`` (seed 000 eq. 13)                  λ (one grid call)
-ranksvm          ``jaxrank.fit_ranksvm`` (seed 000 eq. 6, smoothed)        λ (one grid call)
-rank-rnd         ``jaxrank.fit(basis="random", key=…)``, |R| = m+          λ (one grid call)
-greedy           ``jaxrank.fit(basis="greedy", key=…)`` (seed 001),        λ (one fit per λ)
-                 |R| = min(⌈m/10⌉, 100), κ = 100, squared hinge
-mibc             ``jaxrank.fit_mibc`` (seed 002 eq. 10: linear, full       (ρ, ν) (one ν-grid
-                 covariance of the negatives, robust ``Σ + ρI``)           call per ρ)
-dopmid-am        ``jaxrank.fit_dopmid(measure="am")`` (seed 004: linear,   C (one fit per C)
-                 ``feature_map="sum"``, no bias)
-dopmid-qm        ``jaxrank.fit_dopmid(measure="qm")``                      C (one fit per C)
-rankrc-sgd       ``jaxrank.fit_rankrc_stochastic`` (seed 000 ext. 3),      RankRC's λ (same
-                 batch ⌈m−/10⌉ majority rows, default Adam, 100 epochs     objective)
-push-p4          ``jaxrank.fit(p=4)`` (p-norm push, seed 000 ext. 2)       λ (one grid call)
-rankrc-l1        ``jaxrank.fit(penalty="l1")`` (seed 000 ext. 1), μ as a   μ/μ_max (one grid
-                 fraction of ``jaxrank.l1.l1_max`` on the rows fitted      call)
-linsvc-bal       ``sklearn.svm.LinearSVC(class_weight="balanced")``        C
-svc-rbf-bal      ``sklearn.svm.SVC(class_weight="balanced")`` (RBF,        C
-                 ``gamma="scale"``)
-================ ========================================================= ===================
+Protocol: the KEEL splits of ``bench/bases.py`` (same splits for the same ``--split-seed``).
+Every hyper-parameter is chosen by validation AUC on a stratified held-out third of the training
+split, from grids (:data:`GRIDS`) listed most regularised first, ties to the first; the system is
+then refitted on the whole training split and scored on the test split. Greedy's grid has two λ
+(each a whole growth). DOPMID's grid is ``C = c/(n·n+)``: the "sum" map's Ψ grows with n and the
+violations with 1/n+, so c ≈ 0.5 to 500 is ``bench/dopmid_satimage.py``'s 1e-7 to 1e-4 on
+satimage. The stochastic RankRC solves RankRC's objective, so it takes RankRC's validated λ.
 
-Kernel rankers: Gaussian kernel with the paper's σ² (mean squared pairwise distance of the fitted
-rows), ε = 0.5, tol 1e-6, float32 (``jaxrank.fit`` defaults). MIBC and DOPMID are linear and run
-in float64 (as ``bench/mibc_keel.py`` and ``bench/dopmid_satimage.py``); ``main`` enables x64
-(importing the module does not), the kernel rankers get ``dtype="float32"`` explicitly.
+AM and QM are of the hard predictions ``f(x) > t``, ``t`` maximising that measure over the
+refitted model's **training-split** decision values (:func:`best_threshold`), the same rule for
+every system: rankers have no threshold of their own (their loss sees only score differences).
+The systems that have one (MIBC ``f ≥ 0``, DOPMID ``f > 0``, the SVCs' ``predict``) also get AM
+and QM at it (``test_am_own``, ``test_qm_own``). A training-split threshold is optimistic for a
+system that separates its training rows (RankSVM at small λ): the rule is uniform, not tuned.
+``fit`` times the refit (greedy: the whole growth; the L1 fit's μ_max is computed before, not
+timed), ``select`` the inner validation (compilation included on a data set's first split).
 
-Protocol (the KEEL protocol of ``bench/bases.py``, same splits for the same ``--split-seed``):
-``--splits`` stratified 75/25 train/test splits (``numpy.random.default_rng([seed, split])``),
-standardised on the training split. Every hyper-parameter is chosen by **validation AUC on a
-stratified held-out third of the training split** (fitted on the other two thirds,
-standardised on those); every grid is listed from the most to the least regularised value and
-ties go to the first (the most regularised). The system is then refitted on the whole training
-split at the chosen value and scored on the test split. The grids (:data:`GRIDS`) are small;
-greedy's has two λ (each λ a whole growth); DOPMID's is ``C = c/(n·n+)`` (the "sum" map's Ψ
-grows with n and the violations with 1/n+: c ≈ 0.5 to 500 is ``bench/dopmid_satimage.py``'s
-1e-7 to 1e-4 on satimage). The stochastic RankRC solves RankRC's objective, so it takes
-RankRC's validated λ instead of a search of its own.
-
-Measures on the test split: **AUC** (:func:`jaxrank.metrics.auc` of the decision values);
-**AM** and **QM** (:func:`jaxrank.metrics.am`, :func:`jaxrank.metrics.qm`) of the hard
-predictions ``f(x) > t``. The threshold rule, the same for every system: ``t`` maximises the
-measure (AM for the AM column, QM for the QM column) over the **training split's** decision
-values of the refitted model (midpoints between consecutive distinct scores; the first best).
-Rankers have no threshold of their own (their loss sees only differences of scores), and the
-rule treats the classifiers the same way. For the systems that do have one (MIBC ``f ≥ 0``,
-DOPMID ``f > 0``, the two SVCs' ``predict``) the JSON and the second table also give AM and QM
-at that own threshold (``test_am_own``, ``test_qm_own``). A training-split threshold is
-optimistic for systems that separate their training rows (RankSVM at small λ): the rule is
-uniform, not tuned per system.
-
-Timing: ``fit`` is the refit at the chosen hyper-parameter on the whole training split
-(validation of the inputs, kernel block, solve; greedy: the whole growth; the L1 fit's μ_max is
-computed before, not timed) by ``_common.time_budget`` (``--repeats``, ``--budget``);
-``predict`` the decision function on the test rows; ``select`` the inner validation
-(compilation included on a data set's first split). The table gives mean ± standard error over
-splits of the test measures (points, ×100) and medians over splits of the times.
-
-Usage::
-
-    python bench/systems.py --save          # 6 data sets x 5 splits, all systems
-    python bench/systems.py --datasets ecoli3 yeast4 --splits 2 --systems rankrc mibc
-    python bench/systems.py --quick         # ecoli3 + vowel0, 1 split, 2-value grids (< 1 min)
+Results: RESULTS.md §1. ``--quick``: ecoli3 + vowel0, 1 split, 2-value grids, four systems.
 """
 
 from __future__ import annotations
@@ -114,7 +71,6 @@ QUICK_GRIDS = {
 # the quick run is bound by compilation (10-20 s per jaxrank system and data shape on 2 cores):
 # it runs the systems below, with one fit per grid value ("loop": the refit reuses the compiled
 # scalar solver); `--quick --systems ...` runs others at quick sizes
-FULL = dict(datasets=KEEL_SIX, splits=5, search="grid", grids=GRIDS)
 QUICK = dict(
     datasets=("ecoli3", "vowel0"), splits=1, repeats=1, sgd_epochs=20, search="loop",
     systems=("rankrc", "mibc", "linsvc-bal", "svc-rbf-bal"), grids=QUICK_GRIDS,
@@ -125,7 +81,7 @@ _SYSTEMS = (  # name, what it is, the hyper-parameter it tunes, its own threshol
     ("ranksvm", "RankSVM (seed 000)", "λ", None, "lam"),
     ("rank-rnd", "RANK-RND (seed 000)", "λ", None, "lam"),
     ("greedy", "greedy sparse AUC (seed 001)", "λ", None, "greedy_lam"),
-    ("mibc", "MIBC (seed 002)", "ρ, ν", "f ≥ 0", None),
+    ("mibc", "MIBC (seed 002)", "ρ, ν", "f ≥ 0", None),  # eq. 10: full covariance, Σ + ρI
     ("dopmid-am", "DOPMID-AM (seed 004)", "C", "f > 0", "dopmid_c"),
     ("dopmid-qm", "DOPMID-QM (seed 004)", "C", "f > 0", "dopmid_c"),
     ("rankrc-sgd", "stochastic RankRC (seed 000 ext. 3)", "RankRC's λ", None, None),
@@ -138,6 +94,7 @@ SYSTEMS = {n: dict(label=label, hp=hp, own_threshold=own) for n, label, hp, own,
 SYSTEM_NAMES = tuple(SYSTEMS)
 _GRID_OF = {n: g for n, *_, g in _SYSTEMS if g}
 _GRID_CALL = ("rankrc", "ranksvm", "rank-rnd", "push-p4", "rankrc-l1")  # λ / μ grid in one call
+FULL = dict(datasets=KEEL_SIX, splits=5, search="grid", grids=GRIDS, systems=SYSTEM_NAMES)
 
 
 def best_threshold(y, scores, measure: str) -> float:
@@ -176,12 +133,9 @@ def _scores(model, X) -> np.ndarray:
 
 
 def fit_system(name: str, X, y, hp, *, key, opts: dict):
-    """Fit one system on ``(X, y)`` at hyper-parameter ``hp``.
-
-    ``hp`` may be a 1-D grid for the systems with a grid call (rankrc, ranksvm, rank-rnd,
-    push-p4, rankrc-l1: a λ / μ-fraction grid; mibc: ``(ρ, ν grid)``); ``opts`` holds
-    ``mu_max`` (rankrc-l1), ``sgd_epochs`` (rankrc-sgd).
-    """
+    """Fit one system on ``(X, y)`` at hyper-parameter ``hp``: a 1-D grid for the systems of
+    ``_GRID_CALL`` (λ / μ-fraction) and ``(ρ, ν grid)`` for MIBC may be given; ``opts`` holds
+    ``mu_max`` (rankrc-l1), ``sgd_epochs`` (rankrc-sgd)."""
     kdt = dict(dtype=KERNEL_DTYPE, **(GRID_PATH if name in _GRID_CALL and np.ndim(hp) else {}))
     n, n_pos = int(np.size(y)), int(np.sum(np.asarray(y) == 1))
     if name == "rankrc":
@@ -198,32 +152,28 @@ def fit_system(name: str, X, y, hp, *, key, opts: dict):
     if name == "rankrc-l1":
         return jaxrank.fit(X, y, np.asarray(hp) * opts["mu_max"], penalty="l1", dtype=KERNEL_DTYPE)
     if name == "rankrc-sgd":
-        return jaxrank.fit_rankrc_stochastic(X, y, float(hp), key=key, epochs=opts["sgd_epochs"],
-                                             batch_size=math.ceil((n - n_pos) / SGD_BATCHES),
-                                             dtype=KERNEL_DTYPE)  # fmt: skip
+        batch = math.ceil((n - n_pos) / SGD_BATCHES)
+        kw = dict(key=key, epochs=opts["sgd_epochs"], batch_size=batch, dtype=KERNEL_DTYPE)
+        return jaxrank.fit_rankrc_stochastic(X, y, float(hp), **kw)
     if name == "mibc":
         return jaxrank.fit_mibc(X, y, nu=hp[1], rho=hp[0], dtype=LINEAR_DTYPE)
     if name in ("dopmid-am", "dopmid-qm"):
         # C_scale="paper": the seed's setting the committed run used
         kw = dict(measure=name[-2:], feature_map="sum", C_scale="paper", dtype=LINEAR_DTYPE)
         return jaxrank.fit_dopmid(X, y, float(hp) / (n * n_pos), **kw)
+    if name not in ("linsvc-bal", "svc-rbf-bal"):
+        raise ValueError(f"unknown system {name!r}; use one of {SYSTEM_NAMES}.")
+    from sklearn import svm
+
     if name == "linsvc-bal":
-        from sklearn.svm import LinearSVC
-
-        return LinearSVC(C=float(hp), class_weight="balanced", max_iter=10_000).fit(X, y)
-    if name == "svc-rbf-bal":
-        from sklearn.svm import SVC
-
-        return SVC(C=float(hp), kernel="rbf", gamma="scale", class_weight="balanced").fit(X, y)
-    raise ValueError(f"unknown system {name!r}; use one of {SYSTEM_NAMES}.")
+        return svm.LinearSVC(C=float(hp), class_weight="balanced", max_iter=10_000).fit(X, y)
+    return svm.SVC(C=float(hp), kernel="rbf", gamma="scale", class_weight="balanced").fit(X, y)
 
 
 def hp_grid(name: str, grids: dict) -> list:
     """The system's candidate hyper-parameters, most regularised first."""
     if name == "mibc":
         return [(float(r), float(n)) for r in grids["mibc_rho"] for n in grids["mibc_nu"]]
-    if name not in _GRID_OF:
-        raise ValueError(f"{name!r} has no grid of its own.")
     return [float(v) for v in grids[_GRID_OF[name]]]
 
 
@@ -321,8 +271,6 @@ def run_dataset(name: str, systems, *, splits: int, seed: int, **kw) -> dict:
         res, chosen = {}, {}
         for sname in systems:
             t0 = time.perf_counter()
-            if sname == "rankrc-sgd" and "rankrc" not in chosen:
-                raise ValueError("rankrc-sgd takes RankRC's λ: run rankrc too (before it).")
             k = jax.random.fold_in(key, SYSTEM_NAMES.index(sname))
             r = res[sname] = run_system(sname, data, key=k, chosen=chosen, **kw)
             hp = chosen[sname] = r["hp"]
@@ -399,7 +347,7 @@ def markdown(result: dict) -> str:
 def parse_args(argv=None):
     p = C.parser(NAME, __doc__, "ecoli3 + vowel0, 1 split, tiny grids", repeats=3)
     p.add_argument("--datasets", nargs="*", default=None, help=f"KEEL sets (default {KEEL_SIX})")
-    p.add_argument("--splits", type=int, default=None, help=f"splits (default {FULL['splits']})")
+    p.add_argument("--splits", type=int, default=None, help="splits (default 5)")
     p.add_argument("--systems", nargs="+", default=None, choices=SYSTEM_NAMES,
                    help=f"default: all (--quick: {', '.join(QUICK['systems'])})")  # fmt: skip
     p.add_argument("--note", default=None, help="a note stored in the JSON (e.g. a cut run)")
@@ -411,22 +359,14 @@ def parse_args(argv=None):
                    "value (--quick)")  # fmt: skip
     p.add_argument("--sgd-epochs", type=int, default=100, help="epoch cap of rankrc-sgd")
     args = p.parse_args(argv)
-    P = QUICK if args.quick else FULL
-    args.datasets = list(P["datasets"] if args.datasets is None else args.datasets)
-    args.splits = P["splits"] if args.splits is None else args.splits
+    for k, v in (QUICK if args.quick else FULL).items():  # a quick run forces its repeats, epochs
+        if k in ("repeats", "sgd_epochs", "grids") or getattr(args, k) is None:
+            setattr(args, k, list(v) if isinstance(v, tuple) else v)
     if args.splits < 1:
         p.error("--splits must be at least 1")
-    args.systems = list(args.systems or P.get("systems", SYSTEM_NAMES))
-    args.search = args.search or P["search"]
-    args.repeats, args.sgd_epochs = (
-        P.get("repeats", args.repeats),
-        P.get("sgd_epochs", args.sgd_epochs),
-    )
     if "rankrc-sgd" in args.systems and "rankrc" not in args.systems:
         p.error("rankrc-sgd takes RankRC's validated λ: add rankrc to --systems")
-    # rankrc first: rankrc-sgd reuses its λ
-    args.systems = [s for s in SYSTEM_NAMES if s in args.systems]
-    args.grids = P["grids"]
+    args.systems = [s for s in SYSTEM_NAMES if s in args.systems]  # rankrc first: rankrc-sgd
     return args
 
 
