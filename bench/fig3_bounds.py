@@ -145,17 +145,6 @@ def run_dataset(name: str, args) -> dict:
     return {**info, "rows": rows, "lanczos_check": check, **secs}
 
 
-def _summary(res: dict) -> tuple[str, int, float]:
-    """The data line, the bases checked against the exact norm, Lanczos' largest rel. diff."""
-    check = res.get("lanczos_check") or []
-    worst = max((max(c["rel_diff"]) for c in check), default=float("nan"))
-    data = (
-        f"m = {res['m']}, m+ = {res['m_pos']} (ρ = {100 * res['rho']:.1f} %), "
-        f"d = {res['d']}, σ² = {res['sigma2']:.3g}"
-    )
-    return data, sum(len(c["exact"]) for c in check), worst
-
-
 def plot(results: list[dict], lam: float, path: Path) -> Path:
     fig, axes = C.pyplot().subplots(1, len(results), figsize=(6 * len(results), 4.8), squeeze=False)
     for ax, res in zip(axes[0], results, strict=True):
@@ -189,14 +178,20 @@ def markdown(result: dict) -> str:
         "bound (46), particularly when |R| ≪ m. * = m+ (the paper's blue star).",
     ]
     for res in result["results"]:
-        data, n_check, worst = _summary(res)
+        check = res.get("lanczos_check") or []
+        worst = max((max(c["rel_diff"]) for c in check), default=float("nan"))
+        n_check = sum(len(c["exact"]) for c in check)
+        data = (
+            f"**{res['data']}**: m = {res['m']}, m+ = {res['m_pos']} (ρ = {100 * res['rho']:.1f} %)"
+        )
+        data += f", d = {res['d']}, σ² = {res['sigma2']:.3g}"
         rows = []
         for r in res["rows"]:
             b31, b37, mean, b46r = (f"{r[k]:.3g}" for k in (B31, B37, MEAN, B46R))
             n = f"{r['n_basis']}" + (" *" if r["n_basis"] == res["m_pos"] else "")
             rows.append([n, b31, b37, f"{mean} ± {r[SD]:.2g}", b46r, f"{r[MEAN] / r[B31]:.2f}"])
         lower = sum(r[B31] < r[MEAN] for r in res["rows"])
-        lines += ["", f"**{res['data']}**: {data}", "", *C.md_table(MD_HEAD, rows, "rrrrrr"), ""]
+        lines += ["", data, "", *C.md_table(MD_HEAD, rows, "rrrrrr"), ""]
         lines.append(
             f"(31) below the mean of (46) at {lower} of {len(res['rows'])} sizes; Lanczos vs "
             f"exact ‖K − K′‖₂ on {n_check} bases: max rel. diff {worst:.1e}."

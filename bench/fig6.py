@@ -201,15 +201,6 @@ def run_jax(name, Xtr, ytr, Xte, yte, lam, *, key, budget, repeat_below) -> dict
             "peak_rss_bytes": C.peak_rss_bytes(), "warnings": C.warning_list(caught)}  # fmt: skip
 
 
-def run_svc(Xtr, ytr, Xte, yte, C_: float, gamma: float, cap: float) -> dict:
-    r = fit_svc(Xtr, ytr, [Xte], C_, gamma, cap)
-    if r["stopped"]:
-        return {"stopped": True, "elapsed_s": r["elapsed_s"], "cap_s": cap}
-    return {"stopped": False, "fit_s": r["fit_s"], "predict_s": r["predict_s"],
-            "test_auc": float(metrics.auc(yte, r["scores"][0])), "n_basis": r["n_sv"],
-            "C": C_}  # fmt: skip
-
-
 def run(cfg: dict) -> dict:
     budget = int(cfg["memory_gb"] * 2**30)
     t0 = time.perf_counter()
@@ -229,7 +220,12 @@ def run(cfg: dict) -> dict:
     def fit(ctx, name):
         Xtr, ytr, Xte, sigma2 = ctx
         if name == "svm-w":
-            return run_svc(Xtr, ytr, Xte, yte, sel[name]["C"], 1.0 / sigma2, cfg["cap"])
+            r = fit_svc(Xtr, ytr, [Xte], sel[name]["C"], 1.0 / sigma2, cfg["cap"])
+            if r["stopped"]:
+                return {"stopped": True, "elapsed_s": r["elapsed_s"], "cap_s": cfg["cap"]}
+            return {"stopped": False, "fit_s": r["fit_s"], "predict_s": r["predict_s"],
+                    "test_auc": float(metrics.auc(yte, r["scores"][0])), "n_basis": r["n_sv"],
+                    "C": sel[name]["C"]}  # fmt: skip
         key = jax.random.fold_in(data["key"], list(METHODS).index(name))
         res = run_jax(name, Xtr, ytr, Xte, yte, sel[name]["lam"], key=key, budget=budget,
                       repeat_below=cfg["repeat_below"])  # fmt: skip

@@ -146,13 +146,6 @@ def child_main(m: int, out: Path, repeats: int, budget_s: float) -> int:
     return 0
 
 
-def _probe() -> dict:
-    """Platform and device of a fresh interpreter (the parent initialises no backend)."""
-    code = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return dict(zip(("platform", "device_kind"), out.stdout.strip().splitlines()[-2:], strict=True))
-
-
 HEADER = (
     "m | m+ | K | fit 1st | fit | Newton/CG | grid 1st | grid | grid/fit | stream | Hv | "
     "Hv/2stream | GB/s stream | GB/s Hv | peak frac Hv"
@@ -222,10 +215,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.child is not None:
         return child_main(args.child, args.child_out, args.repeats, args.stage_budget)
-    t0, probe = time.perf_counter(), _probe()
-    sizes = args.sizes or default_sizes(probe["platform"], args.quick)
-    kind = f"{probe['platform']} ({probe['device_kind']})"
-    print(f"jaxrank gpu bench: {kind}, sizes {sizes}", flush=True)
+    t0 = time.perf_counter()
+    # platform and device of a fresh interpreter: this process initialises no backend
+    code = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    platform, kind = out.stdout.strip().splitlines()[-2:]
+    sizes = args.sizes or default_sizes(platform, args.quick)
+    print(f"jaxrank gpu bench: {platform} ({kind}), sizes {sizes}", flush=True)
     flags = ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
     children = C.run_children(__file__, sizes, flags)
     results = [c.get("result", c) for c in children]

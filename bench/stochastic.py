@@ -62,22 +62,17 @@ def _vm_hwm() -> int | None:
     return int(hwm[0]) * 1024 if hwm else None
 
 
-def _fit(method: str, X, y, lam: float, batch_size: int, epochs: int):
-    if method == "batch":
-        return jaxrank.fit_rankrc(X, y, lam, dtype=DTYPE), None
-    key = jax.random.key(0)
-    opts = dict(batch_size=batch_size, key=key, epochs=epochs, dtype=DTYPE, return_history=True)
-    return fit_rankrc_stochastic(X, y, lam, **opts)
-
-
 def run_method(method, m, m_test, lam, batch_size, epochs, repeats) -> dict:
     t0 = time.perf_counter()
     X, y, Xt, yt = make_data(m, m_test, RHO)
     m_pos = int((y == 1).sum())
     res = {"method": method, "m": m, "m_pos": m_pos, "m_test": m_test, "lam": lam}
-    if method == "stochastic":
+    if method == "batch":
+        fit = lambda: (jaxrank.fit_rankrc(X, y, lam, dtype=DTYPE), None)
+    else:
         res.update(batch_size=batch_size, epochs_cap=epochs)
-    fit = lambda: _fit(method, X, y, lam, batch_size, epochs)
+        opts = dict(batch_size=batch_size, epochs=epochs, dtype=DTYPE, return_history=True)
+        fit = lambda: fit_rankrc_stochastic(X, y, lam, key=jax.random.key(0), **opts)
     mem = {"base_rss": C.current_rss_bytes(), "peak_before_fit": C.peak_rss_bytes()}
     with C.caught_warnings() as caught:
         (model, hist), first = C.time_first(fit)
