@@ -734,3 +734,38 @@ def objective_hvp_batched(K, Krr, lams, windows, vs, loss, n_pos, n_neg, block=N
     """:func:`objective_hvp` vmapped over λ, windows and v."""
     f = lambda lam, w, v: _closures(K, Krr, lam, loss, n_pos, n_neg, block)[1](w, v)
     return jax.vmap(f)(lams, windows, vs)
+
+
+# ---- added for g3
+
+
+def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped=None):
+    """The size loop of fig6 and fig5_multilevel: per size m, ``(e, ctx) = entry(m)`` (``e`` a
+    dict with ``"methods": {}``) and ``e["methods"][name] = fit(ctx, name)`` per method, a line
+    printed per fit. A method whose fit takes over ``cap`` seconds (``fit_s``, or a result marked
+    ``stopped``) is marked ``stopped`` and not run at larger sizes: ``{"skipped", "reason",
+    **skipped(e, name)}`` there. Returns ``(entries, {method: why stopped})``."""
+    stopped, results = {}, []
+    for m in sizes:
+        e, ctx = entry(m)
+        for name in methods:
+            if name in stopped:
+                more = skipped(e, name) if skipped else {}
+                e["methods"][name] = {"skipped": True, "reason": stopped[name], **more}
+                continue
+            t0 = time.perf_counter()
+            res = e["methods"][name] = fit(ctx, name)
+            if res.get("stopped") or res.get("fit_s", 0.0) > cap:
+                t = res.get("fit_s", res.get("elapsed_s"))
+                stopped[name] = f"a fit at m = {m} took {t:.0f} s > cap {cap:.0f} s"
+                res["stopped"] = True
+            if res.get("infeasible"):
+                what = f"infeasible: {res['reason'][:90]}"
+            elif metric not in res:
+                what = f"stopped ({stopped[name]})"
+            else:
+                what = f"{metric} {100 * res[metric]:.2f} |R|={res['n_basis']} fit "
+                what += fmt_seconds(res["fit_s"])
+            print(f"  m={m:8d} {name:14s} {what} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        results.append(e)
+    return results, stopped

@@ -1,40 +1,16 @@
 """Seed 003 Fig. 3: the projected-map bound against the kernel-perturbation bound as |R| grows.
 
-Tayal, Coleman & Li (seed 003), Sec. 4, Fig. 3 and its setting: Gaussian kernel with the
-paper's σ² (mean squared pairwise distance), so κ = 1; λ = 1 ("it does not affect the
-comparison": both bounds are ∝ 1/λ); features standardised. For each basis size |R|:
-
-- **projected-map bound** (31) (Thm 3 / Cor. 4, :func:`jaxrank.bounds.projected_map_bound`) with
-  the rare rows first (``basis="rare_first"``; one growing basis: each |R| extends the previous);
-- **kernel-perturbation bound** (46) (Thm 7, :func:`jaxrank.bounds.perturbation_bound`) with the
-  Nyström matrix ``K′ = K_{·R} K_RR^† K_{R·}`` (Prop. 5) of ``--samples`` uniformly random bases
-  (the paper: 40), mean ± standard deviation; ``δ = ||K − K′||₂`` by
-  ``--iters`` Lanczos steps (:func:`jaxrank.bounds.nystrom_perturbation_norm`, a batch of bases
-  sharing each product with K). A Ritz value never exceeds the true norm, so a Lanczos error
-  can only make the kernel bound look *smaller*; the JSON records the exact norm (dense
-  eigendecomposition) next to the Lanczos value for a few bases as a check.
-
-Also reported (not in the paper's figure): eq. (37) with the actual projection residuals
-(:func:`jaxrank.bounds.projected_residual_bound`, the data-dependent form of Thm 3) for the
-rare-first bases, and (46) for the rare-first bases.
-
-Data: the paper's Table 1 sets that the KEEL collection ships — Page0 (``page-blocks0``, 5472
-rows, 559 rare) and Satellite (``satimage``, 6435 rows, 626 rare); Coil and Mammograph are not
-in it. ``--m`` draws a stratified subsample (same rare fraction; default 1500 rows, so the
-whole run takes a few minutes on 2 CPU cores: every |R| costs ``--samples`` eigendecompositions
-of K_RR); ``--m 0`` uses every row (the paper's sizes: much longer). |R| runs from m+/8 to
-35 % of the rows (the paper's point is |R| ≪ m).
-
-Measured (project machine, 2 CPU cores shared with other jobs, ``python bench/fig3_bounds.py``):
-204 s of CPU time for both data sets (``--quick``: 28 s); the wall time there depended mostly
-on the machine's load, so the JSON records both. ``simulated`` is the seed 000
-generator (t = 0.75, ρ = 10 %), usable without the KEEL files.
-
-Usage::
-
-    python bench/fig3_bounds.py                  # page-blocks0 and satimage at m = 1500
-    python bench/fig3_bounds.py --quick          # page-blocks0, m = 600, 8 bases: < 30 s
-    python bench/fig3_bounds.py --m 0 --samples 40 --data page-blocks0   # the paper's size
+Tayal, Coleman & Li (seed 003), Sec. 4, Fig. 3 (setting, claim and results: RESULTS.md §7):
+per |R|, bound (31) (:func:`jaxrank.bounds.projected_map_bound`) on one growing rare-first basis
+against bound (46) (:func:`jaxrank.bounds.perturbation_bound`) on the Nyström matrix of
+``--samples`` random bases, mean ± sd; also (37) (actual projection residuals) and (46) for the
+rare-first bases. ``δ = ||K − K′||₂`` by ``--iters`` Lanczos steps: a Ritz value never exceeds
+the true norm, so a Lanczos error can only make (46) look *smaller*; the JSON holds the exact
+(dense) norm beside it for a few bases. KEEL ``page-blocks0`` and ``satimage`` (the Table 1 sets
+KEEL ships; Coil and Mammograph are not in it), a stratified ``--m``-row subsample (``--m 0``:
+every row, the paper's size, much longer); ``simulated`` (seed 000 generator, t = 0.75,
+ρ = 10 %) needs no KEEL files. |R| runs from m+/8 to 35 % of the rows. The JSON records CPU
+time beside wall time (the wall time on the shared machine mostly measures the load).
 """
 
 from __future__ import annotations
@@ -169,38 +145,6 @@ def run_dataset(name: str, args) -> dict:
     return {**info, "rows": rows, "lanczos_check": check, **secs}
 
 
-def _summary(res: dict) -> tuple[str, int, float]:
-    """The data line, the bases checked against the exact norm and Lanczos' largest relative
-    difference."""
-    check = res.get("lanczos_check") or []
-    worst = max((max(c["rel_diff"]) for c in check), default=float("nan"))
-    data = (
-        f"m = {res['m']}, m+ = {res['m_pos']} (ρ = {100 * res['rho']:.1f} %), "
-        f"d = {res['d']}, σ² = {res['sigma2']:.3g}"
-    )
-    return data, sum(len(c["exact"]) for c in check), worst
-
-
-def print_table(res: dict, lam: float) -> None:
-    data, n_check, worst = _summary(res)
-    print(f"\n{res['data']}: {data}, κ = 1, λ = {lam:g}")
-    head = (
-        f"{'|R|':>6} {'(31) rare-first':>16} {'(37) rare-first':>16} "
-        f"{'(46) random mean±sd':>24} {'(46) rare-first':>16} {'(46)/(31)':>10}"
-    )
-    print(head + "\n" + "-" * len(head))
-    for r in res["rows"]:
-        mark = " *" if r["n_basis"] == res["m_pos"] else "  "
-        ms = f"{r[MEAN]:.4g} ± {r[SD]:.2g}"
-        b31, b37, b46r, ratio = r[B31], r[B37], r[B46R], r[MEAN] / r[B31]
-        n = r["n_basis"]
-        print(f"{n:>6}{mark}{b31:>14.4g} {b37:>16.4g} {ms:>24} {b46r:>16.4g} {ratio:>10.3g}")
-    print(
-        f"(* = m+; Lanczos vs exact ||K − K′||₂ on {n_check} bases: max rel. diff {worst:.1e}; "
-        f"{C.fmt_seconds(res['seconds'])} wall, {C.fmt_seconds(res['cpu_seconds'])} CPU)"
-    )
-
-
 def plot(results: list[dict], lam: float, path: Path) -> Path:
     fig, axes = C.pyplot().subplots(1, len(results), figsize=(6 * len(results), 4.8), squeeze=False)
     for ax, res in zip(axes[0], results, strict=True):
@@ -234,14 +178,20 @@ def markdown(result: dict) -> str:
         "bound (46), particularly when |R| ≪ m. * = m+ (the paper's blue star).",
     ]
     for res in result["results"]:
-        data, n_check, worst = _summary(res)
+        check = res.get("lanczos_check") or []
+        worst = max((max(c["rel_diff"]) for c in check), default=float("nan"))
+        n_check = sum(len(c["exact"]) for c in check)
+        data = (
+            f"**{res['data']}**: m = {res['m']}, m+ = {res['m_pos']} (ρ = {100 * res['rho']:.1f} %)"
+        )
+        data += f", d = {res['d']}, σ² = {res['sigma2']:.3g}"
         rows = []
         for r in res["rows"]:
             b31, b37, mean, b46r = (f"{r[k]:.3g}" for k in (B31, B37, MEAN, B46R))
             n = f"{r['n_basis']}" + (" *" if r["n_basis"] == res["m_pos"] else "")
             rows.append([n, b31, b37, f"{mean} ± {r[SD]:.2g}", b46r, f"{r[MEAN] / r[B31]:.2f}"])
         lower = sum(r[B31] < r[MEAN] for r in res["rows"])
-        lines += ["", f"**{res['data']}**: {data}", "", *C.md_table(MD_HEAD, rows, "rrrrrr"), ""]
+        lines += ["", data, "", *C.md_table(MD_HEAD, rows, "rrrrrr"), ""]
         lines.append(
             f"(31) below the mean of (46) at {lower} of {len(res['rows'])} sizes; Lanczos vs "
             f"exact ‖K − K′‖₂ on {n_check} bases: max rel. diff {worst:.1e}."
@@ -264,8 +214,6 @@ def main(argv=None) -> int:
     jax.config.update("jax_enable_x64", True)
     t0, c0 = time.perf_counter(), time.process_time()
     results = [run_dataset(name, args) for name in args.data]
-    for res in results:
-        print_table(res, args.lam)
     settings = {k: vars(args)[k] for k in ("data", "m", "samples", "iters", "lam", "seed", "quick")}
     report = {
         "bench": NAME,
@@ -276,6 +224,7 @@ def main(argv=None) -> int:
         "total_seconds": time.perf_counter() - t0,
         "total_cpu_seconds": time.process_time() - c0,
     }
+    print("\n" + markdown(report))
     saved = [C.RESULTS_DIR / C.out_path(NAME, args.quick).name] if args.save else []
     for out in [args.out, *saved]:  # --save: also to bench/results/
         path = C.write_json(out, report)

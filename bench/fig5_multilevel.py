@@ -1,50 +1,26 @@
 """Seed 003 Fig. 5 analogue: multi-level (ordinal) RankRC as the training set grows.
 
-Seed 003 Sec. 5 predicts days in hospital (16 ordinal levels, 85 % of rows at level 0) and
-plots (a) test MAUC, (b) training time and (c) support vectors against the fraction of the
-training data (5-75 %) for multi-level RANK-SVM (eq. 47, every row a basis function),
-RANK-RC (eq. 48, basis = the non-majority rows), RANK-RND (a random basis of RANK-RC's size),
-SVR and KNN. Its claims: RANK-SVM cannot be trained beyond 25 % (kernel matrix over the 10 GB
-limit); RANK-RC is slightly better than RANK-RND and almost identical to RANK-SVM where RANK-SVM
-runs; RANK-RC and RANK-RND scale well and use fewer support vectors. The Heritage Health Prize
-data are not public, so this is an analogue on ``jaxrank.multilevel.make_ordinal``.
+Seed 003 Sec. 5 (days in hospital, 16 levels, Heritage Health Prize data: not public) plots
+test MAUC, training time and support vectors against the training fraction for multi-level
+RANK-SVM (eq. 47), RANK-RC (eq. 48), RANK-RND, SVR and KNN; this is an analogue on
+``jaxrank.multilevel.make_ordinal``. Results and the paper's claims: RESULTS.md §8.
 
-Protocol:
+* **Data**: ``make_ordinal(m, levels=4, majority_frac=0.85, d=5, sep=1.0)`` (85 % majority as in
+  seed 003 Fig. 4; 4 levels keep every level populated at the smallest size). Its distribution
+  does not depend on the key: ``split(key(seed), 3 + len(sizes))`` gives independent
+  validation, test, methods' and per-size training keys. Standardised on the training rows.
+* **Methods** (float32, seed 003's σ², ε = 0.5, tol 1e-6, the eq. 47/48 objective normalised by
+  ``Σ_{r<s} m_r m_s``): ``ml-rankrc`` (``fit_multilevel``, basis = level ≠ 0), ``ml-rnd`` (a
+  uniform random basis of that size), ``ml-ranksvm`` (every row), and ``rankrc-biclass``
+  (``fit_rankrc`` on level > 0 vs 0, scored by MAUC: what the ordinal loss adds).
+  ``fit_multilevel`` has no basis option, so the other two call its engine directly
+  (:func:`fit_ml_basis`; checked against ``fit_multilevel`` in tests/test_bench_repro.py).
+* **Memory / λ / timing**: ``memory_budget = --memory-gb`` (3 GiB; RankSVM's blocks: 1.2 GB at
+  m = 10⁴, 4.8 GB at 2·10⁴), over it "infeasible"; one λ per method by validation MAUC at the
+  smallest size, kept (seed 003 cross-validates per fraction); timing and ``--cap`` as
+  ``bench/fig6.py``.
 
-* **Data**: ``make_ordinal(m, levels=4, majority_frac=0.85, d=5, sep=1.0)`` (85 % majority
-  as in seed 003 Fig. 4; the rarer levels ∝ 1, 1/2, 1/4). Its distribution does not depend on
-  the key, so training, validation (``M_VAL`` rows) and test (``M_TEST`` rows) sets are
-  independent draws: ``jax.random.split(jax.random.key(seed), 3 + len(sizes))`` gives the
-  validation and test keys, the methods' key and one key per training size. Standardised on the
-  training rows. The paper's hospital data have 16 levels; 4 keep every level populated at the
-  smallest size.
-* **Methods** (float32, Gaussian kernel with seed 003's σ² = mean squared pairwise distance,
-  smoothed hinge ε = 0.5, tol 1e-6, the multi-level objective of eq. 47/48 normalised by
-  ``Σ_{r<s} m_r m_s``):
-
-  - ``ml-rankrc``: ``jaxrank.fit_multilevel`` (eq. 48, basis = rows with level ≠ 0);
-  - ``ml-rnd``: the same objective over a uniform random basis of the same size (RANK-RND);
-  - ``ml-ranksvm``: the same objective over every row (eq. 47, multi-level RankSVM);
-  - ``rankrc-biclass``: biclass RankRC (``fit_rankrc``) on "level > 0 vs level 0", scored by
-    MAUC: what the ordinal loss adds over a rare-vs-majority ranker.
-
-  ``fit_multilevel`` has no basis option (its basis is always eq. 48's), so ``ml-rnd`` and
-  ``ml-ranksvm`` call the engine it uses, ``jaxrank.fit.fit_rows`` with the multi-level layout
-  ``jaxrank.multilevel._Levels`` and their own basis rows (:func:`fit_ml_basis`; with the
-  non-majority rows it reproduces ``fit_multilevel``, checked in tests/test_bench_repro.py).
-* **Memory**: every fit gets ``memory_budget`` = ``--memory-gb`` (default 3 GiB); a kernel block
-  over it raises ``MemoryBudgetError`` and the size is recorded "infeasible" (RankSVM's m × m
-  block plus K_RR: 1.2 GB at m = 10⁴, 4.8 GB at 2·10⁴).
-* **λ**: one λ per method, chosen at the smallest size by validation MAUC (grid
-  ``log2 λ = −20, −18, …, 10``, one warm-started grid fit), then kept for every size (seed 003
-  cross-validates at each fraction).
-* **Timing**: as ``bench/fig6.py`` (``_common.time_warm`` with ``--repeat-below``); a method
-  whose fit exceeds ``--cap`` seconds is not run at larger sizes.
-
-Usage::
-
-    python bench/fig5_multilevel.py            # m = 2000 … 40 000 (~10 min on 2 cores)
-    python bench/fig5_multilevel.py --quick    # m = 400, 800; < 60 s
+Full run: m = 2000 … 40 000 (~10 min on 2 cores); ``--quick``: m = 400, 800 (< 60 s).
 """
 
 from __future__ import annotations
@@ -165,44 +141,33 @@ def run(cfg: dict) -> dict:
     train = {m: make_ordinal(m, key=keys[3 + i], **gen) for i, m in enumerate(cfg["sizes"])}
     X0, lv0 = train[cfg["sizes"][0]]
     sel = select(cfg, *C.standardise(X0, Xv), lv0, lvv, kfit, budget)
-    stopped: dict[str, str] = {}
-    results = []
-    for m in cfg["sizes"]:
+
+    def entry(m):
         X, lv = train[m]
-        Xtr, Xts = C.standardise(X, Xt)
-        entry = {"m": m, "level_counts": np.bincount(lv, minlength=LEVELS).tolist(), "methods": {}}
-        for name in cfg["methods"]:
-            if name in stopped:
-                nb = m if name == "ml-ranksvm" else int(np.sum(lv != 0))
-                entry["methods"][name] = {"skipped": True, "reason": stopped[name],
-                                          **C.memory_check(m, nb, budget)}  # fmt: skip
-                continue
-            key = jax.random.fold_in(kfit, list(METHODS).index(name))
-            lam = sel[name]["lam"]
-            fn = lambda: fit_method(name, Xtr, lv, lam, key=key, budget=budget)  # noqa: B023
-            t1 = time.perf_counter()
-            with C.caught_warnings() as caught:
-                try:
-                    model, timing = C.time_warm(fn, cfg["repeat_below"])
-                except jaxrank.MemoryBudgetError as e:
-                    entry["methods"][name] = {"infeasible": True, "reason": str(e)}
-                    print(f"  m={m:6d} {name:14s} infeasible: {str(e)[:80]}", flush=True)
-                    continue
-                scores = jax.block_until_ready(model.decision_function(Xts))
-            res = {"infeasible": False, "lam": lam, **timing,
-                   "test_mauc": float(metrics.mauc(lvt, scores)), "n_basis": int(model.n_basis),
-                   "status": C.status_names(model),
-                   "newton_iterations": int(np.asarray(model.info.iterations)),
-                   "peak_rss_bytes": C.peak_rss_bytes(),
-                   "warnings": C.warning_list(caught)}  # fmt: skip
-            if (fit_s := res["fit_s"]) > cfg["cap"]:
-                stopped[name] = f"a fit at m = {m} took {fit_s:.0f} s > cap {cfg['cap']:.0f} s"
-                res["stopped"] = True
-            entry["methods"][name] = res
-            print(f"  m={m:6d} {name:14s} MAUC {100 * res['test_mauc']:.2f} |R|={res['n_basis']} "
-                  f"fit {C.fmt_seconds(res['fit_s'])} ({time.perf_counter() - t1:.0f} s)",
-                  flush=True)  # fmt: skip
-        results.append(entry)
+        e = {"m": m, "level_counts": np.bincount(lv, minlength=LEVELS).tolist(), "methods": {}}
+        return e, (*C.standardise(X, Xt), lv)
+
+    def fit(ctx, name):
+        Xtr, Xts, lv = ctx
+        key, lam = jax.random.fold_in(kfit, list(METHODS).index(name)), sel[name]["lam"]
+        with C.caught_warnings() as caught:
+            try:
+                fn = lambda: fit_method(name, Xtr, lv, lam, key=key, budget=budget)
+                model, timing = C.time_warm(fn, cfg["repeat_below"])
+            except jaxrank.MemoryBudgetError as e:
+                return {"infeasible": True, "reason": str(e)}
+            scores = jax.block_until_ready(model.decision_function(Xts))
+        res = {"infeasible": False, "lam": lam, **timing}
+        res.update(test_mauc=float(metrics.mauc(lvt, scores)), n_basis=int(model.n_basis))
+        res.update(status=C.status_names(model), newton_iterations=int(model.info.iterations))
+        return {**res, "peak_rss_bytes": C.peak_rss_bytes(), "warnings": C.warning_list(caught)}
+
+    def skipped(e, name):
+        nb = e["m"] if name == "ml-ranksvm" else e["m"] - e["level_counts"][0]
+        return C.memory_check(e["m"], nb, budget)
+
+    sweep = dict(cap=cfg["cap"], metric="test_mauc", skipped=skipped)
+    results, stopped = C.capped_sweep(cfg["sizes"], cfg["methods"], entry, fit, **sweep)
     return {"bayes_test_mauc": bayes, "selection": sel, "results": results, "stopped": stopped}
 
 

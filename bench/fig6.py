@@ -1,51 +1,28 @@
 """Seed 000 Fig. 6 analogue: RankRC on a large, very skewed problem as the training set grows.
 
-Seed 000 (Tayal et al., TKDE 2015), Sec. 6.3 trains on 5-75 % of the de-duplicated KDD-99
-intrusion data (1 074 975 rows, 43 features, ρ = 0.098 % U2R/R2L attacks) and plots (a) test
-AUC, (b) training time and (c) support vectors of RANK-RC, RANK-RND, SVM-W (class-weighted
-SVM) and others. RANK-SVM could not be trained at all (kernel matrix > 10 GB already at 5 %,
-53 749 rows), SVM-W only up to 50 % (beyond it did not converge in 72 h). The KDD-99 data are
-not shipped with jaxrank, so this is an analogue on simulated data of the same shape.
+Seed 000 (Tayal et al., TKDE 2015) Sec. 6.3 trains on 5-75 % of the de-duplicated KDD-99 data
+(not shipped with jaxrank): this is an analogue on simulated data of its shape. Results and the
+paper's claims: RESULTS.md §4; the settings in the JSON. Protocol details:
 
-Protocol:
+* **Data**: seed 000 generator, t = 0.75, d = 40 (KDD-99: 43 features), centres from ``--seed``;
+  ``split(key(seed), 5)`` gives centres, a training pool of ``max(sizes)`` rows at ρ = 0.1 %
+  (KDD-99: 0.098 %), validation and test draws and the methods' key. Training sets are
+  **nested** like the paper's fractions (:func:`nested_rows`), each with exactly ρ = 0.1 %.
+  Validation and test have ρ = 1 % (AUC does not depend on the ratio; a few hundred rare test
+  rows; KDD's test set has 4 %). Each training set is standardised on its own rows.
+* **Methods**: RANK-RC, RANK-RND (|R| = m+ uniform rows), RANK-SVM (float32, the paper's σ²,
+  ε = 0.5, tol 1e-6) and SVM-W, libsvm ``SVC(class_weight="balanced")`` with the same kernel.
+  jaxrank fits get ``memory_budget = --memory-gb`` (6 GiB: a shared machine); a block over it
+  is "infeasible" (``MemoryBudgetError``, raised before any allocation).
+* **λ / C**: one per method by validation AUC, kept for every size: RANK-RC/RND at
+  ``--select-m`` rows (10⁵, m+ = 100: at m+ = 10 the validation AUC is flat in λ and ties went
+  to the largest λ), SVM-W at the smallest size over C ∈ {0.1, 1, 10, 100}; RANK-SVM takes
+  RANK-RC's λ (its own search would cost ~16 m × m fits). The paper re-validated per fraction.
+* **Timing**: ``fit_s`` as ``_common.time_warm`` with ``--repeat-below``; SVC in a spawned
+  subprocess, killed past ``--cap`` s; a method over the cap is not run at larger sizes. The
+  saved run predates the one-thread host BLAS of ``_common.limit_blas``.
 
-* **Data** (``jaxrank.datasets``, seed 000 Sec. 6.1 generator): medium overlap t = 0.75,
-  d = 40 (KDD-99 has 43 features after encoding), σ = 0.5, centres drawn once from ``--seed``.
-  ``jax.random.split(jax.random.key(seed), 5)`` gives the centres, a training pool of
-  ``max(sizes)`` rows with ρ = 0.1 % (KDD-99: 0.098 %), independent validation and test draws,
-  and the methods' key. The training sets are **nested** like the paper's fractions of one
-  training set: size m takes the first ``round(ρ m)`` rare and the first ``m − round(ρ m)``
-  majority rows of the shuffled pool, so every size has exactly ρ = 0.1 %. Validation and test
-  are drawn with ρ = 1 % from the same centres: AUC does not depend on the class ratio, and 1 %
-  gives a few hundred rare test rows (the paper's KDD test set is also richer in attacks: 4 %).
-  Every training set is standardised on its own rows; validation and test with its shift/scale.
-* **Methods**: RANK-RC (``fit_rankrc``, basis = the rare rows, |R| = m+), RANK-RND
-  (``fit(basis="random")``, |R| = m+ uniform rows), RANK-SVM (``fit_ranksvm``, every row) — all
-  float32, Gaussian kernel with the paper's σ² (mean squared pairwise distance of the training
-  rows), smoothed hinge ε = 0.5, tol 1e-6 — and SVM-W: scikit-learn ``SVC(kernel="rbf",
-  gamma=1/σ², class_weight="balanced", cache_size=1000)`` (libsvm, as the paper's SVM-W; the
-  same kernel), scored by its ``decision_function``.
-* **Memory**: jaxrank fits get ``memory_budget`` = ``--memory-gb`` (default 6 GiB: the machine
-  is shared); a kernel block over it is recorded "infeasible" with the ``MemoryBudgetError``
-  (raised before any allocation). RANK-RC's block at m = 10⁶: 10⁶ × 1000 float32 = 3.7 GiB.
-* **λ / C**: **one** value per method, chosen by validation AUC, then kept for every size:
-  RANK-RC and RANK-RND on the training set of ``--select-m`` rows (default 10⁵, m+ = 100: at
-  the smallest size, m+ = 10, the validation AUC is flat in λ and ties went to the largest λ of
-  the grid), paper grid ``log2 λ = −20, −18, …, 10`` in one warm-started grid call; SVM-W on the
-  smallest size, ``C ∈ {0.1, 1, 10, 100}``. RANK-SVM is not searched: it takes RANK-RC's λ (the
-  same objective and loss over a larger basis; its grid would cost ~16 m × m fits). The paper
-  re-validated at each fraction; a fixed λ is cheaper and, if anything, costs a little AUC.
-* **Timing**: ``fit_s`` is one fit (kernel block + solve; ``_common.time_warm`` with
-  ``--repeat-below``: compilation is ~5-10 s, small next to longer fits). SVC fits run in a
-  spawned subprocess, killed past ``--cap`` seconds; **a method whose fit exceeds the cap is not
-  run at larger sizes** (recorded "stopped" with the size and time). The saved run predates the
-  one-thread host BLAS of ``_common.limit_blas`` (only its m = 10⁶ fits had |R| = 1000).
-
-Usage::
-
-    python bench/fig6.py                 # m = 1e4, 3e4, 1e5, 3e5, 1e6 (~20 min, ~10 GB peak)
-    python bench/fig6.py --sizes 10000 100000 --cap 120
-    python bench/fig6.py --quick         # tiny (ρ = 2 %, d = 10, m = 1000, 2000), < 60 s
+Full run: ~20 min, ~10 GB peak; ``--quick``: ρ = 2 %, d = 10, m = 1000, 2000 (< 60 s).
 """
 
 from __future__ import annotations
@@ -85,6 +62,7 @@ QUICK = dict(
 
 METHODS = {"rank-rc": "RANK-RC", "rank-rnd": "RANK-RND", "rank-svm": "RANK-SVM", "svm-w": "SVM-W"}
 JAX_METHODS = ("rank-rc", "rank-rnd", "rank-svm")
+RANKERS = {"rank-rc": jaxrank.fit_rankrc, "rank-rnd": jaxrank.fit, "rank-svm": jaxrank.fit_ranksvm}
 
 PAPER = {
     "data": "KDD Cup 1999, de-duplicated: 1 074 975 training rows, 77 286 test rows, 43 features",
@@ -124,13 +102,9 @@ def make_data(seed: int, sizes, rho: float, d: int, m_val: int, m_test: int) -> 
 def fit_jax(name: str, X, y, lam, *, key, budget: int):
     """One jaxrank fit (scalar λ or a grid)."""
     opts = dict(dtype=DTYPE, memory_budget=budget, **(GRID_PATH if np.ndim(lam) else {}))
-    if name == "rank-rc":
-        return jaxrank.fit_rankrc(X, y, lam, **opts)
     if name == "rank-rnd":
-        return jaxrank.fit(X, y, lam, basis="random", key=key, **opts)
-    if name == "rank-svm":
-        return jaxrank.fit_ranksvm(X, y, lam, **opts)
-    raise ValueError(name)
+        opts.update(basis="random", key=key)
+    return RANKERS[name](X, y, lam, **opts)
 
 
 def _svc_job(q, X, y, evals, C_, gamma):
@@ -227,15 +201,6 @@ def run_jax(name, Xtr, ytr, Xte, yte, lam, *, key, budget, repeat_below) -> dict
             "peak_rss_bytes": C.peak_rss_bytes(), "warnings": C.warning_list(caught)}  # fmt: skip
 
 
-def run_svc(Xtr, ytr, Xte, yte, C_: float, gamma: float, cap: float) -> dict:
-    r = fit_svc(Xtr, ytr, [Xte], C_, gamma, cap)
-    if r["stopped"]:
-        return {"stopped": True, "elapsed_s": r["elapsed_s"], "cap_s": cap}
-    return {"stopped": False, "fit_s": r["fit_s"], "predict_s": r["predict_s"],
-            "test_auc": float(metrics.auc(yte, r["scores"][0])), "n_basis": r["n_sv"],
-            "C": C_}  # fmt: skip
-
-
 def run(cfg: dict) -> dict:
     budget = int(cfg["memory_gb"] * 2**30)
     t0 = time.perf_counter()
@@ -243,41 +208,36 @@ def run(cfg: dict) -> dict:
     print(f"data: pool {max(cfg['sizes'])} rows, test Bayes AUC {100 * data['bayes']:.2f} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     sel = select(cfg, data, budget)
-    Xp, yp = data["pool"]
-    stopped: dict[str, str] = {}
-    results = []
-    for m in cfg["sizes"]:
+    (Xp, yp), (Xt, yte) = data["pool"], data["test"]
+
+    def entry(m):
         rows = nested_rows(yp, m, cfg["rho"])
-        Xtr, Xte = C.standardise(Xp[rows], data["test"][0])
-        ytr, yte = yp[rows], data["test"][1]
+        (Xtr, Xte), ytr = C.standardise(Xp[rows], Xt), yp[rows]
         sigma2 = jaxrank.kernels.sigma2_heuristic(Xtr)
-        entry = {"m": m, "m_pos": int(np.sum(ytr == 1)), "sigma2": float(sigma2), "methods": {}}
-        for name in cfg["methods"]:
-            if name in stopped:
-                entry["methods"][name] = {"skipped": True, "reason": stopped[name]}
-                if name in JAX_METHODS:  # would it have fitted in memory? (jaxrank's check)
-                    nb = m if name == "rank-svm" else entry["m_pos"]
-                    entry["methods"][name].update(C.memory_check(m, nb, budget))
-                continue
-            t1 = time.perf_counter()
-            if name == "svm-w":
-                res = run_svc(Xtr, ytr, Xte, yte, sel[name]["C"], 1.0 / sigma2, cfg["cap"])
-            else:
-                key = jax.random.fold_in(data["key"], list(METHODS).index(name))
-                res = run_jax(name, Xtr, ytr, Xte, yte, sel[name]["lam"], key=key, budget=budget,
-                              repeat_below=cfg["repeat_below"])  # fmt: skip
-                res["lam"] = sel[name]["lam"]
-            if res.get("stopped") or res.get("fit_s", 0.0) > cfg["cap"]:
-                t = res.get("fit_s", res.get("elapsed_s"))
-                stopped[name] = f"a fit at m = {m} took {t:.0f} s > cap {cfg['cap']:.0f} s"
-                res["stopped"] = True
-            entry["methods"][name] = res
-            what = (f"infeasible: {res['reason'][:90]}" if res.get("infeasible")
-                    else f"stopped ({stopped[name]})" if "test_auc" not in res
-                    else f"AUC {100 * res['test_auc']:.2f} |R|={res['n_basis']} "
-                         f"fit {C.fmt_seconds(res['fit_s'])}")  # fmt: skip
-            print(f"  m={m:8d} {name:9s} {what} ({time.perf_counter() - t1:.0f} s)", flush=True)
-        results.append(entry)
+        e = {"m": m, "m_pos": int(np.sum(ytr == 1)), "sigma2": float(sigma2), "methods": {}}
+        return e, (Xtr, ytr, Xte, sigma2)
+
+    def fit(ctx, name):
+        Xtr, ytr, Xte, sigma2 = ctx
+        if name == "svm-w":
+            r = fit_svc(Xtr, ytr, [Xte], sel[name]["C"], 1.0 / sigma2, cfg["cap"])
+            if r["stopped"]:
+                return {"stopped": True, "elapsed_s": r["elapsed_s"], "cap_s": cfg["cap"]}
+            return {"stopped": False, "fit_s": r["fit_s"], "predict_s": r["predict_s"],
+                    "test_auc": float(metrics.auc(yte, r["scores"][0])), "n_basis": r["n_sv"],
+                    "C": sel[name]["C"]}  # fmt: skip
+        key = jax.random.fold_in(data["key"], list(METHODS).index(name))
+        res = run_jax(name, Xtr, ytr, Xte, yte, sel[name]["lam"], key=key, budget=budget,
+                      repeat_below=cfg["repeat_below"])  # fmt: skip
+        return {**res, "lam": sel[name]["lam"]}
+
+    def skipped(e, name):  # would it have fitted in memory? (jaxrank's check)
+        if name not in JAX_METHODS:
+            return {}
+        return C.memory_check(e["m"], e["m"] if name == "rank-svm" else e["m_pos"], budget)
+
+    sweep = dict(cap=cfg["cap"], metric="test_auc", skipped=skipped)
+    results, stopped = C.capped_sweep(cfg["sizes"], cfg["methods"], entry, fit, **sweep)
     return {"bayes_test_auc": data["bayes"], "selection": sel, "results": results,
             "stopped": stopped}  # fmt: skip
 

@@ -1,30 +1,17 @@
 """Scale benchmarks on whatever ``jax.devices()`` offers: GPU readiness (issue 6, item 4).
 
-The same three measurements on every platform, sized to it:
-
-1. **fit**: one λ = 2⁻⁸, ``jaxrank.fit`` end to end (first call with compilation, then the
-   median of ``--repeats``), Newton / CG iterations, status.
-2. **grid**: the 16-value λ grid 2^{-20,-18,…,10} in one ``jaxrank.fit(..., path="batch")``.
-3. **Hv vs streaming**: on the fit's kernel block (rows [positives; negatives; padding],
-   ``padded=True, multiple=product_block(m)``), the median of ``jnp.sum(K)`` (one read of the
-   block: the stream), ``K @ v``, ``g @ K`` (two-level ``rmatvec``), one Hessian-vector product
-   and one value+gradient at the fitted β. Achieved bandwidth: bytes(K)/t for the stream and
-   ``K @ v`` (one read), 2·bytes(K)/t for Hv (it reads K twice); as a fraction of the device's
-   nominal peak memory bandwidth where known (:data:`NOMINAL_PEAK`: NVIDIA H100/H200/A100 from
-   the vendor datasheets; anything else, CPUs included, is "unknown").
-
-Sizes: on CPU small (m = 2000, 10⁴; ``--quick``: 2000), so the script stays tested; on a GPU
-m = 10⁵, 10⁶, 2·10⁶, 4·10⁶ where the kernel block fits: a size runs only when the block plus the
-rows on the device fit in :func:`jaxrank.kernels.default_memory_budget` (80 % of the device
-allocator's limit), otherwise it is listed as skipped with the bytes it needs. Data as
-``bench/core.py``: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` standardised, ρ = 1 % below
-m = 10⁶ and 0.1 % from 10⁶ on (|R| = m+ = 1000 at 10⁶, 4000 at 4·10⁶), RankRC basis, Gaussian
-kernel with the paper's σ², float32, smoothed hinge ε = 0.5, tol 1e-6.
-
-Memory: ``device.memory_stats()`` (bytes in use, peak, limit) after each stage where the backend
-reports it (GPU/TPU; ``None`` on CPU), and the process's peak RSS. Each size runs in its own
-subprocess, so device peaks are per size; the parent process never initialises a backend (on a
-GPU it would take the memory the children need). Writes ``bench/out/gpu.json`` (or ``--out``).
+Results: RESULTS.md §15. Per size, in its own subprocess (per-size device peaks; the parent
+never initialises a backend, which on a GPU would take the children's memory): **fit**, one
+λ = 2⁻⁸ end to end (first call, then the median of ``--repeats``); **grid**, the 16 λ in one
+``fit(..., path="batch")``; **Hv vs streaming** on the fit's kernel block (rows [positives;
+negatives; padding]): medians of ``jnp.sum(K)`` (one read: the stream), ``K @ v``, ``g @ K``, one
+Hv and one value+gradient at the fitted β. Bandwidth bytes(K)/t per read (Hv reads K twice), as
+a fraction of the nominal peak where :data:`NOMINAL_PEAK` knows the device (vendor datasheets;
+CPUs "unknown"). Sizes: CPU m = 2000, 10⁴ (``--quick`` 2000, kept tested); a GPU m = 10⁵ …
+4·10⁶, each only where the block and rows fit in ``default_memory_budget`` (80 % of the
+allocator's limit; else skipped with the bytes needed). Data :func:`_common.scale_data`
+(d = 40), RankRC basis, float32, ε = 0.5. ``device.memory_stats()`` after each stage where
+reported (not on CPU) and the peak RSS.
 """
 
 import subprocess
@@ -131,12 +118,8 @@ def run_size(m: int, repeats: int, budget_s: float) -> dict:
     prod = RL.single_products(K, blk, tm)
     times, nbytes, peak = {"stream": stream, **prod}, int(K.nbytes), nominal_peak(dev.device_kind)
     bw = {k: n * nbytes / times[k] for k, n in PASSES.items()}
-    res["products"] = pr = {
-        "K_bytes": nbytes,
-        "stream": stream,
-        "stream_what": "jnp.sum(K)",
-        **prod,
-    }
+    res["products"] = pr = {"K_bytes": nbytes, "stream": stream, "stream_what": "jnp.sum(K)"}
+    pr.update(prod)
     pr.update({"hvp/stream": prod["hvp"] / stream, "hvp/(2*stream)": prod["hvp"] / (2 * stream)})
     pr["hvp/(Kv+gK)"] = prod["hvp"] / (prod["Kv"] + prod["gK"])
     pr["bandwidth_GBps"] = {k: v / 1e9 for k, v in bw.items()}
@@ -161,22 +144,6 @@ def child_main(m: int, out: Path, repeats: int, budget_s: float) -> int:
         res["result"] = {"m": m, "error": f"{type(e).__name__}: {e}"}
     C.write_json(out, res)
     return 0
-
-
-def _probe() -> dict:
-    """Platform and device of a fresh interpreter (the parent initialises no backend)."""
-    code = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return dict(zip(("platform", "device_kind"), out.stdout.strip().splitlines()[-2:], strict=True))
-
-
-def run_children(sizes: list[int], args) -> tuple[list[dict], dict | None, dict | None]:
-    """Each size in a fresh interpreter: the results, and the first child's env and device."""
-    flags = ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
-    children = C.run_children(__file__, sizes, flags)
-    env = next((c["env"] for c in children if "env" in c), None)
-    device = next((c["device"] for c in children if "device" in c), None)
-    return [c.get("result", c) for c in children], env, device
 
 
 HEADER = (
@@ -248,11 +215,18 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.child is not None:
         return child_main(args.child, args.child_out, args.repeats, args.stage_budget)
-    t0, probe = time.perf_counter(), _probe()
-    sizes = args.sizes or default_sizes(probe["platform"], args.quick)
-    kind = f"{probe['platform']} ({probe['device_kind']})"
-    print(f"jaxrank gpu bench: {kind}, sizes {sizes}", flush=True)
-    results, env, device = run_children(sizes, args)
+    t0 = time.perf_counter()
+    # platform and device of a fresh interpreter: this process initialises no backend
+    code = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    platform, kind = out.stdout.strip().splitlines()[-2:]
+    sizes = args.sizes or default_sizes(platform, args.quick)
+    print(f"jaxrank gpu bench: {platform} ({kind}), sizes {sizes}", flush=True)
+    flags = ["--repeats", str(args.repeats), "--stage-budget", str(args.stage_budget)]
+    children = C.run_children(__file__, sizes, flags)
+    results = [c.get("result", c) for c in children]
+    env = next((c["env"] for c in children if "env" in c), None)
+    device = next((c["device"] for c in children if "device" in c), None)
     print_all(results, device)
     peaks = [[list(k), None if v is None else v / 1e9] for k, v in NOMINAL_PEAK]
     settings = dict(sizes=sizes, rho={str(m): C.rho_for(m) for m in sizes}, d=D, t=T_OVERLAP)

@@ -1,48 +1,14 @@
 """Latency at small sizes: first calls, new shapes, fresh processes (issue 16, item 5).
 
-jaxrank's programs are compiled by XLA for each new array shape; at m ≈ 10³ that compilation,
-not the fit, is the time a user waits. This benchmark measures what a user sees, each step in a
-**fresh Python process** (one subprocess per phase), with JAX's persistent compilation cache
-(``jaxrank/_cache.py``) pointed at a temporary directory through ``JAX_COMPILATION_CACHE_DIR``:
-
-- **empty** cache: the first process ever; it fills the directory.
-- **warm** cache: the same steps again in a new process reading that directory.
-- **off** (full size only): ``JAXRANK_NO_COMPILATION_CACHE=1``, to see what writing the cache
-  costs the first process.
-
-Steps (the "fits" process): the first 16-λ ``fit_rankrc(X, y, 2.0 ** np.arange(-20, 11, 2))`` at
-m = 1000; a warm repeat (median of ``--repeats`` calls in the same process); then, in the same
-process, the same call at m = 1100, 1300, 1700, 2500 — the first call at each size (a new data
-shape: does it compile?) and its warm repeats. The "select" process: ``select_lambda(X, y, lams,
-folds=5, key=jax.random.key(0))`` (refit included) at m = 1000, then m = 5000, first and warm
-call. The demo: ``python -m jaxrank demo`` timed as a whole subprocess (empty and warm cache).
-``import jaxrank`` (jax included) and ``import jax`` alone: medians over fresh processes.
-
-Data: ``make_rare_class(m, 0.1, 0.75, seed=0)`` (d = 5), standardised on its own rows, drawn
-once in this process (cache off) and handed to the children as ``.npz``, so that no data
-generation compiles inside a timed process. jaxrank runs as a user runs it: float32, x64 off,
-the default Gaussian kernel and RankRC basis.
-
-**Compile vs run time.** Every process counts JAX's compilation events
-(``jax.monitoring``): ``trace`` (jaxpr tracing), ``lower`` (jaxpr → MLIR) and ``backend``
-(XLA compile, or loading from the persistent cache), per step, as the length of the union of
-the event intervals (nested traces are not counted twice); ``programs`` is the number of
-executables the step needed, ``loaded`` how many came from the persistent cache, ``compiled``
-the rest. ``compile`` = trace + lower + backend, ``run`` = wall − compile. (first − warm is the
-other estimate of the compile cost; both are in the JSON.)
-
-**Baseline, same run** (this process, scikit-learn, CPU): 16 ``SVC(C=2**k,
-class_weight="balanced")`` fits, k = −20, −18, …, 10 (the λ grid's exponents), on the same rows
-at each fit size (median of ``--repeats``); ``GridSearchCV(SVC(class_weight="balanced"),
-{"C": 2**k}, cv=5, scoring="roc_auc")`` (refit included) at each select size, once.
-
-Targets (issue 16, checked in ``targets``): a new size inside a bucket costs ≤ 2× a warm fit;
-the second process's first fit at m = 1000 ≤ 2× warm; the first-ever fit at m = 1000 ≤ 3× the
-16 SVC fits; ``select_lambda`` at m = 1000 with an empty cache ≤ 5 s.
-
-Full size takes ~10 minutes on the 2-core CPU; ``--quick``: small sizes, no demo and no 'off'
-phase (CI, < 60 s). Runs unchanged on CPU and GPU (the scikit-learn baseline always runs on the
-host CPU).
+At m ≈ 10³ the XLA compilation for a new array shape, not the fit, is what a user waits for.
+Protocol, baseline, targets and results: RESULTS.md §16 (the text ``markdown`` writes). Each
+phase is a **fresh process** with JAX's persistent cache in a temporary directory (empty, warm,
+and at full size "off"), compile time from ``jax.monitoring`` events (:class:`_Compiles`). Not
+said there: the data are drawn once here, with the cache off, and handed to the children as
+``.npz`` so that no data generation compiles in a timed process; the demo is timed as a whole
+subprocess; import times are medians over fresh processes. Full size ~10 min on 2 CPU cores;
+``--quick``: small sizes, no demo, no "off" phase (CI). The scikit-learn baseline always runs on
+the host CPU.
 """
 
 import argparse
@@ -65,8 +31,8 @@ SIZES = (1000, 1100, 1300, 1700, 2500)
 SELECT_SIZES = (1000, 5000)
 QUICK_SIZES = (200, 210)
 QUICK_SELECT_SIZES = (200,)
-# issue-16 limits (module docstring, Targets): new size in a bucket, second process, first fit
-# against 16 SVC fits (ratios), select_lambda with an empty cache (seconds)
+# issue-16 targets (RESULTS.md §16): new size in a bucket, second process, first fit against 16
+# SVC fits (ratios), select_lambda with an empty cache (seconds)
 BUCKET_RATIO, WARM_CACHE_RATIO, SVC_RATIO, SELECT_SECONDS = 2.0, 2.0, 3.0, 5.0
 _CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "JAXRANK_NO_COMPILATION_CACHE")
 _EVENTS = {
@@ -77,8 +43,11 @@ _EVENTS = {
 
 
 class _Compiles:
-    """JAX's compilation events inside :meth:`timed` calls (module docstring, "Compile vs run
-    time"); each event is the interval ``[end − duration, end]``: nested traces are unioned."""
+    """JAX's compilation events (trace, lower, backend: XLA compile or cache load) inside
+    :meth:`timed` calls; each event is the interval ``[end − duration, end]`` and a step's time
+    of a kind is the length of their union (nested traces count once); ``compile`` is the union
+    of all kinds, ``run`` = wall − compile (first − warm, in the JSON too, is the other estimate).
+    ``programs``: executables a step needed, ``loaded`` of them from the persistent cache."""
 
     def __init__(self):
         self.intervals: list[tuple[float, float, str]] = []
@@ -156,22 +125,17 @@ def child(spec: dict) -> dict:
     return out
 
 
-def _child_env(cache: Path | None) -> dict:
-    """This environment without any cache setting, plus the one for this phase."""
+def _subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple[float, str]:
+    """Run ``cmd`` in ``tmp`` with only the cache setting of ``cache`` (no cache for ``None``):
+    its wall time (start-up and exit included) and its output."""
     env = {k: v for k, v in os.environ.items() if k not in _CACHE_ENV}
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxrank's default threshold
     if cache is None:
-        return {**env, "JAXRANK_NO_COMPILATION_CACHE": "1"}
-    return {**env, "JAX_COMPILATION_CACHE_DIR": str(cache)}
-
-
-def _subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple[float, str]:
-    """Run ``cmd`` in ``tmp`` with the environment of ``cache``: its wall time (start-up and
-    exit included) and its output."""
+        env["JAXRANK_NO_COMPILATION_CACHE"] = "1"
+    else:
+        env["JAX_COMPILATION_CACHE_DIR"] = str(cache)
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        cmd, env=_child_env(cache), cwd=tmp, capture_output=True, text=True, timeout=timeout
-    )
+    proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
     return time.perf_counter() - t0, proc.stdout
@@ -200,9 +164,7 @@ def _import_times(n: int, tmp: Path) -> dict:
     """Medians over ``n`` fresh processes of ``import jax`` and ``import jaxrank`` (with jax)."""
     out = {}
     for name in ("jax", "jaxrank"):
-        code = (
-            f"import time; t = time.perf_counter(); import {name}; print(time.perf_counter() - t)"
-        )
+        code = f"import time; t = time.perf_counter(); import {name}; print(time.perf_counter()-t)"
         cmd = [sys.executable, "-c", code]
         outs = [_subprocess(cmd, tmp / "import_cache", tmp, None, name)[1] for _ in range(n)]
         runs = [float(o.strip().splitlines()[-1]) for o in outs]
@@ -226,19 +188,6 @@ def _svc_baseline(data, sizes, select_sizes, repeats: int) -> dict:
         _, wall = C.time_first(gs.fit, data[f"X{m}"], data[f"y{m}"])
         grid[str(m)] = {"wall": wall, "best_C": float(gs.best_params_["C"])}
     return {"svc16": svc, "gridsearch": grid}
-
-
-def _make_data(sizes, path: Path) -> dict:
-    os.environ["JAXRANK_NO_COMPILATION_CACHE"] = "1"  # this process writes no cache entries
-    import jaxrank
-
-    arrays = {}
-    for m in sorted(set(sizes)):
-        X, y = jaxrank.datasets.make_rare_class(m, RHO, OVERLAP, seed=0)
-        X = np.asarray(X, dtype=np.float64)
-        arrays[f"X{m}"], arrays[f"y{m}"] = (X - X.mean(0)) / X.std(0), np.asarray(y)
-    np.savez(path, **arrays)
-    return arrays
 
 
 def same_buckets(m: int, m0: int, rho: float) -> bool:
@@ -288,7 +237,15 @@ def run(args) -> dict:
     result = {"benchmark": "latency", "env": C.env_info(), "settings": settings}
     with tempfile.TemporaryDirectory(prefix="jaxrank-latency-") as d:
         tmp = Path(d)
-        data = _make_data([*sizes, *select_sizes], tmp / "data.npz")
+        os.environ["JAXRANK_NO_COMPILATION_CACHE"] = "1"  # this process writes no cache entries
+        import jaxrank
+
+        data = {}
+        for m in sorted({*sizes, *select_sizes}):
+            X, y = jaxrank.datasets.make_rare_class(m, RHO, OVERLAP, seed=0)
+            X = np.asarray(X, dtype=np.float64)
+            data[f"X{m}"], data[f"y{m}"] = (X - X.mean(0)) / X.std(0), np.asarray(y)
+        np.savez(tmp / "data.npz", **data)
         print(f"data drawn ({time.perf_counter() - t_start:.0f} s)")
         result["import"] = _import_times(1 if quick else 3, tmp)
         for kind, kind_sizes in (("fits", sizes), ("select", select_sizes)):

@@ -1,24 +1,13 @@
 """Scale targets of issue "Scale": the 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶.
 
-Data: ``make_rare_class(m, ρ, t=0.75, d=40, seed=0)`` (seed 000 Sec. 6.1 generator), float32,
-Gaussian kernel with the paper's σ², RankRC basis (|R| = m+), smoothed hinge ε = 0.5, tol 1e-6
-(``jaxrank.fit`` defaults). Each stage runs in its own subprocess, so its peak resident memory
-(``getrusage`` ``ru_maxrss``: data, kernel block, solver, compiled code, the Python process) is its
-own, and every call there is a cold start.
-
-* ``grid``: m = 10⁶, ρ = 0.1 % (m+ = 1000, the stored block is 10⁶ × 1000 float32 = 4 GB): the
-  paper's 16-λ grid ``log2 λ = −20, −18, …, 10`` in **one** ``jaxrank.fit_rankrc`` call
-  (``path="batch"``: vmapped trust-region Newton-CG, one matrix-matrix product per CG step).
-  The wall time is the whole call — kernel block, preconditioner, compilation and solve — as a
-  user sees it. Issue target: under 5 minutes on a 2-core CPU.
-* ``stream``: m = 4·10⁶, ρ = 0.1 % (m+ = 4000: the block would be 64 GB),
-  ``max_kernel_bytes=2**31``: the block is never stored; every product recomputes it in row
-  chunks. One λ (``--stream-lam``, default 2⁰, a value on the paper grid). Issue target: completes
-  with peak memory under 6 GB. Time per product from the solver's counts (a Newton step's
-  value+gradient and a CG step's Hv are 2 passes over the block each).
-
-Full size takes minutes and ~8 GB free; ``--stages grid`` runs one stage; ``--quick``: m = 2·10⁴
-/ 4·10⁴, seconds (the CI smoke test).
+Protocol and results: RESULTS.md §14 (README "Scale"). Each stage runs in its own subprocess, so
+its peak RSS (``ru_maxrss``: data, kernel block, solver, compiled code) is its own and every call
+a cold start. ``grid``: m = 10⁶, ρ = 0.1 %, the paper's 16 λ in **one** ``fit_rankrc(...,
+path="batch")`` call, wall time as a user sees it (target < 5 min on 2 CPU cores). ``stream``:
+m = 4·10⁶ (a 64 GB block) with ``max_kernel_bytes=2**31``, so every product recomputes the block
+in row chunks; one λ (``--stream-lam``, 2⁰); target peak RSS < 6 GB; time per pass from the
+solver's counts (value+gradient and Hv are 2 passes each). ``--stages grid`` runs one stage;
+``--quick``: m = 2·10⁴ / 4·10⁴ (CI).
 """
 
 import argparse
@@ -85,23 +74,7 @@ def run(stages, sizes, lam, max_kernel_bytes) -> list[dict]:
         if key in r:
             r["target"] = {"quantity": key, "limit": limit, "met": bool(r[key] < limit)}
         results.append(r)
-        if "error" in r:
-            print(f"{stage}: m={r['m']} FAILED\n{r['error']}")
-            continue
-        it, cg = (max(np.atleast_1d(r["info"][k])) for k in STEPS)
-        line = (
-            f"{stage:6s} m={r['m']:>9,d} m+={r['m_pos']:>5d} λ×{len(r['lams'])}: "
-            f"wall {C.fmt_seconds(r['wall_s'])}, peak RSS {C.fmt_bytes(r['peak_rss_bytes'])} "
-            f"(block {C.fmt_bytes(r['block_bytes'])}), Newton max {it}, CG max {cg}, status "
-            f"{sorted(set(r['info']['status']))}"
-        )
-        if "seconds_per_pass" in r:
-            line += (
-                f", {r['passes_over_block']} passes, {C.fmt_seconds(r['seconds_per_pass'])}/pass"
-            )
-        if t := r.get("target"):
-            line += f" -> target {key} < {limit:g}: {'met' if t['met'] else 'NOT met'}"
-        print(line, flush=True)
+        print(f"{stage}: m = {r['m']:,} {'FAILED' if 'error' in r else 'done'}", flush=True)
     return results
 
 
@@ -162,6 +135,7 @@ def main(argv=None) -> None:
     mkb = 2**16 if a.quick else a.max_kernel_bytes
     results = run(a.stages, QUICK if a.quick else FULL, a.stream_lam, mkb)
     result = {"benchmark": "scale", "env": C.env_info(), "quick": a.quick, "results": results}
+    print("\n" + markdown(result))
     print(f"wrote {C.write_json(a.out or C.out_path('scale', a.quick), result)}")
 
 

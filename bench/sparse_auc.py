@@ -1,37 +1,22 @@
 """Seed 001 Tables 2-3 analogue: sparse kernel AUC (greedy basis) against full-kernel RankSVM.
 
-Seed 001 (sparse kernel AUC maximisation) grows a basis greedily (Algorithm 1, Method 2,
-κ = 100 candidates, retraining at ⌊2^{j/4}⌋) and reports, per data set, AUC and the number of
-basis functions of the sparse model next to kernel RankSVM (every training row a basis
-function). Its claim: comparable AUC (within about a point on most sets) with far fewer basis
-functions — two orders of magnitude fewer on the large sets.
+Seed 001 grows a basis greedily (Algorithm 1, Method 2, κ = 100 candidates, retraining at
+⌊2^{j/4}⌋) and reports AUC and basis size next to kernel RankSVM; its claim, its numbers and
+ours: RESULTS.md §5. Data: the seed 001 sets that ``jaxrank.datasets.load_keel`` has, as KEEL
+imbalanced versions of the same UCI data: glass0 ("glass"), vehicle0 ("vechile"), segment0,
+satimage (the paper's Table 3 uses its 4435/2000 split; here the same rows split as below);
+sonar, ionosphere, balance, australian, fourclass, svmguid3, a2a, magic04, ijcnn1 and poker are
+not in KEEL.
 
-Data: the seed 001 sets that ``jaxrank.datasets.load_keel`` provides, as KEEL imbalanced
-versions of the same UCI data: ``glass0`` (seed 001 "glass", n/p 2.06 in both), ``vehicle0``
-("vechile", n/p 3.25), ``segment0`` ("segment", 2308 rows, n/p 6.0) and ``satimage`` (6435
-rows, n/p 9.28; the paper's Table 3 uses its 4435/2000 train/test split, here the same rows
-split as below). sonar, ionosphere, balance, australian, fourclass, svmguid3, a2a, magic04,
-ijcnn1 and poker (its 25 010/10⁶ binarisation) are not in the KEEL collection.
-
-Protocol (that of ``bench/bases.py`` for KEEL, whose functions this script calls):
-``--splits`` stratified 75/25 train/test splits per set (seeded by ``--split-seed`` and the
-split number), standardised on the training split; λ chosen by validation AUC on a stratified
-held-out third of the training split (fitted on the other two thirds), then the method refitted
-on the whole training split at that λ and scored on the test split. RankSVM:
-``jaxrank.fit(basis="all")`` over the grid ``log2 λ = −20, −18, …, 10`` in one warm-started call;
-sparse: ``jaxrank.fit_greedy`` with ``n_basis = ⌊m/10⌋`` (seed 001 suggests 5-10 % of m and
-stops early on validation; d_max = m/2 in its experiments), κ = 100, squared hinge (seed 001
-eq. 2.4), one growth per λ of ``log2 λ = −12, −9, …, 0``. Gaussian kernel with σ² = the mean
-squared pairwise distance of the training rows (seed 001 cross-validates σ over 2^{−5…5}; this
-fixed σ² is seed 000's, so σ is not tuned here), float32, tol 1e-6. Reported: mean ± standard
-error over splits of the test AUC, and the basis size. Seed 001 reports mean ± std over 4×5-fold
-validation (Table 2) or one test split (Table 3): its numbers are beside ours, not the same
-protocol. ``fit`` times the refit at the chosen λ (as bases.py), ``select`` the λ search.
-
-Usage::
-
-    python bench/sparse_auc.py              # 4 sets x 3 splits (~15-25 min on 2 cores)
-    python bench/sparse_auc.py --quick      # glass0 x 1 split, small grids, κ = 20 (< 60 s)
+Protocol: ``bench/bases.py``'s ``run_keel`` (stratified 75/25 splits seeded by ``--split-seed``,
+λ by validation AUC on a held-out third of the training split, refit on the whole split).
+RankSVM: ``fit(basis="all")`` over ``log2 λ = −20, −18, …, 10`` in one warm-started call; sparse:
+``fit_greedy`` with ``n_basis = ⌊m/10⌋`` (seed 001 suggests 5-10 % of m and stops early on
+validation), κ = 100, squared hinge (seed 001 eq. 2.4), one growth per λ of ``log2 λ = −12, −9,
+…, 0``. σ² = mean squared pairwise distance (seed 000's: seed 001 cross-validates σ, not done
+here), float32, tol 1e-6. Seed 001 reports ± std over 4×5-fold validation (Table 2) or one test
+split (Table 3): beside ours, not the same protocol. ``fit`` times the refit at the chosen λ,
+``select`` the λ search. Full run: 4 sets × 3 splits (~15-25 min on 2 cores).
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """Stochastic RankRC against batch RankRC: test AUC and peak memory (issue 4, item 3).
 
-Seed 000 Sec. 7, extension 3: when the ``m × m+`` kernel block ``K_{·+}`` does not fit in memory,
-keep only ``K_{++}`` and learn from minibatches of majority rows
-(:func:`jaxrank.stochastic.fit_rankrc_stochastic`). Done-when of the issue: at m = 2·10⁵,
-ρ = 0.5 % the stochastic fit reaches a test AUC within 1 point of batch RankRC
-(:func:`jaxrank.fit_rankrc`) while never holding ``K_{·+}``.
-
-Data: ``make_rare_class`` (seed 000 Sec. 6.1, t = 0.75, d = 5) with one draw of the centres and
-separate keys for the training rows (m, ρ) and the test rows (``--test`` rows, same ρ),
-standardised on the training rows. Both methods fit the same λ (default 2⁻⁸: on this
-generator at m = 5·10⁴ the batch test AUC is flat within 0.1 point over λ = 2⁻¹⁰…2⁻⁸, its best
-range), Gaussian kernel with the paper's σ², smoothed hinge ε = 0.5, float32. Batch:
-trust-region Newton-CG, tol 1e-6. Stochastic: the defaults (whitened Adam, learning rate 1,
-reduce on plateau), ``--batch-size`` majority rows per step, ``key=jax.random.key(0)``.
-
-Each method runs in its own subprocess, so each peak RSS (``getrusage`` max RSS, and
-``/proc/self/status`` VmHWM) is that method's alone. ``base`` is the RSS after imports and data,
-before the first fit; ``peak − base`` is what the fit added; ``K_{·+}`` is ``m · m+ · 4`` bytes,
-the block the batch fit holds and the stochastic fit must not. Times: the first call (with
-compilation) and the median of ``--repeats`` further calls (shared 2-core machine: noisy).
-
-Usage::
-
-    python bench/stochastic.py            # m = 2e5, ρ = 0.5 %: minutes, ~2 GB for the batch fit
-    python bench/stochastic.py --quick    # m = 2e4 (CI smoke test)
+Seed 000 Sec. 7, extension 3: keep only ``K_{++}`` and learn from minibatches of majority rows
+(:func:`jaxrank.stochastic.fit_rankrc_stochastic`). Done-when: at m = 2·10⁵, ρ = 0.5 % its test
+AUC is within 1 point of batch :func:`jaxrank.fit_rankrc` without ever holding ``K_{·+}``.
+Protocol and results: RESULTS.md §11. Not said there: test rows are a separate draw from the
+same centres (same ρ), standardised on the training rows; λ = 2⁻⁸ because at m = 5·10⁴ the
+batch test AUC is flat within 0.1 point over 2⁻¹⁰…2⁻⁸ (its best range); the stochastic fit
+runs its defaults (whitened Adam, learning rate 1, reduce on plateau) with
+``key=jax.random.key(0)``. Each method runs in its own subprocess so each peak RSS
+(``getrusage``, and VmHWM) is its own; ``base`` is the RSS after imports and data.
+``--quick``: m = 2·10⁴ (CI).
 """
 
 from __future__ import annotations
@@ -52,10 +38,6 @@ FULL = dict(m=200_000, test=50_000)
 QUICK = dict(m=20_000, test=10_000)
 METHODS = ("batch", "stochastic")
 CHILD_FLAGS = ("m", "test", "lam", "batch_size", "epochs", "repeats")
-PRINT_HEAD = (
-    "method | 1st fit | warm fit | steps | objective | ||∇F||∞ | status | test AUC | peak RSS "
-    "| peak-base | K_{·+}"
-)
 MD_HEAD = (
     "method | first fit | warm fit | steps | objective | status | test AUC | peak RSS | fit added "
     "| K_{·+}"
@@ -63,7 +45,6 @@ MD_HEAD = (
 
 
 def make_data(m: int, m_test: int, rho: float):
-    """Training and test rows from one draw of the centres, standardised on the training rows."""
     k0, k1, k2 = jax.random.split(jax.random.key(SEED), 3)
     centers = datasets.rare_class_centers(T_OVERLAP, key=k0)
     X, y = datasets.make_rare_class(m, rho, None, centers=centers, key=k1)
@@ -73,7 +54,6 @@ def make_data(m: int, m_test: int, rho: float):
 
 
 def _vm_hwm() -> int | None:
-    """Peak RSS from ``/proc/self/status`` (VmHWM, KiB), ``None`` off Linux."""
     try:
         with open("/proc/self/status") as f:
             hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")]
@@ -82,23 +62,17 @@ def _vm_hwm() -> int | None:
     return int(hwm[0]) * 1024 if hwm else None
 
 
-def _fit(method: str, X, y, lam: float, batch_size: int, epochs: int):
-    if method == "batch":
-        return jaxrank.fit_rankrc(X, y, lam, dtype=DTYPE), None
-    key = jax.random.key(0)
-    opts = dict(batch_size=batch_size, key=key, epochs=epochs, dtype=DTYPE, return_history=True)
-    return fit_rankrc_stochastic(X, y, lam, **opts)
-
-
 def run_method(method, m, m_test, lam, batch_size, epochs, repeats) -> dict:
-    """One method end to end in this process: data, fit (timed), test AUC, memory."""
     t0 = time.perf_counter()
     X, y, Xt, yt = make_data(m, m_test, RHO)
     m_pos = int((y == 1).sum())
     res = {"method": method, "m": m, "m_pos": m_pos, "m_test": m_test, "lam": lam}
-    if method == "stochastic":
+    if method == "batch":
+        fit = lambda: (jaxrank.fit_rankrc(X, y, lam, dtype=DTYPE), None)
+    else:
         res.update(batch_size=batch_size, epochs_cap=epochs)
-    fit = lambda: _fit(method, X, y, lam, batch_size, epochs)
+        opts = dict(batch_size=batch_size, epochs=epochs, dtype=DTYPE, return_history=True)
+        fit = lambda: fit_rankrc_stochastic(X, y, lam, key=jax.random.key(0), **opts)
     mem = {"base_rss": C.current_rss_bytes(), "peak_before_fit": C.peak_rss_bytes()}
     with C.caught_warnings() as caught:
         (model, hist), first = C.time_first(fit)
@@ -128,12 +102,6 @@ def run_method(method, m, m_test, lam, batch_size, epochs, repeats) -> dict:
     return res
 
 
-def run_children(args) -> dict[str, dict]:
-    """Each method in a fresh interpreter, one after the other (clean per-method peak RSS)."""
-    flags = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in CHILD_FLAGS]
-    return dict(zip(METHODS, C.run_children(__file__, METHODS, flags, key="method"), strict=True))
-
-
 def compare(results: dict[str, dict]) -> dict:
     b, s = results.get("batch", {}), results.get("stochastic", {})
     if "error" in b or "error" in s or not b or not s:
@@ -152,48 +120,20 @@ def compare(results: dict[str, dict]) -> dict:
     }
 
 
-def _cells(method: str, r: dict, epochs: str) -> list[str]:
-    """A method's row: times, steps, objective, ‖∇F‖∞, status, test AUC, peak RSS, what the fit
-    added and the K_{·+} bytes."""
+def _cells(method: str, r: dict) -> list[str]:
     i, mem = r["info"], r["memory"]
     if method == "batch":
         steps = f"{i['iterations']} Newton / {i['cg_iterations']} CG"
     else:
-        steps = f"{i['iterations']} ({r['history']['epochs']} {epochs})"
+        steps = f"{i['iterations']} ({r['history']['epochs']} epochs)"
     times = [C.fmt_seconds(r["time"][k]) for k in ("first", "median")]
-    auc = f"{100 * r['test_auc']:.2f}"
-    fit = [f"{i['objective']:.6f}", f"{i['grad_norm']:.1e}", i["status"], auc]
-    sizes = [C.fmt_bytes(mem[k]) for k in ("peak_after_fits", "fit_added", "K_bytes")]
-    return [method, *times, steps, *fit, *sizes]
-
-
-def print_table(results: dict[str, dict], cmp: dict) -> None:
-    rows = []
-    for method in METHODS:
-        if "error" in results[method]:
-            print(f"{method}: FAILED ({results[method]['error']})")
-        else:
-            rows.append(_cells(method, results[method], "ep."))
-    C.print_table(None, PRINT_HEAD.split(" | "), rows)
-    if cmp:
-        print(
-            f"\ntest AUC stochastic − batch: {cmp['test_auc_diff_points']:+.2f} points "
-            f"({'within' if cmp['within_1_point'] else 'NOT within'} 1 point); objective "
-            f"{cmp['objective_rel_diff']:+.2e} relative; coef rel. diff {cmp['coef_rel_diff']:.2e}"
-        )
-        print(
-            f"memory: fit added {cmp['stochastic_fit_added/K']:.3f}× K_{{·+}} (stochastic) vs "
-            f"{cmp['batch_fit_added/K']:.2f}× (batch); peak RSS ratio "
-            f"{cmp['peak_ratio_stochastic/batch']:.2f}"
-        )
-    for method in METHODS:
-        for msg in results[method].get("time", {}).get("warnings", []):
-            print(f"warning ({method}): {msg}")
+    fit = [f"{i['objective']:.6f}", i["status"], f"{100 * r['test_auc']:.2f}"]
+    added = f"{C.fmt_bytes(mem['fit_added'])} ({mem['fit_added/K']:.2f}× K)"
+    return [method, *times, steps, *fit, C.fmt_bytes(mem["peak_after_fits"]), added,
+            C.fmt_bytes(mem["K_bytes"])]  # fmt: skip
 
 
 def markdown(result: dict) -> str:
-    """Batch and stochastic RankRC side by side (times, steps, test AUC, peak memory against the
-    ``K_{·+}`` block) and the issue's done-when."""
     st = result["settings"]
     lines = [
         f"`make_rare_class` (seed 000 Sec. 6.1, t = {st['t']}, d = {st['d']}), m = {st['m']:,}, "
@@ -209,10 +149,7 @@ def markdown(result: dict) -> str:
         if r is not None and "error" in r:
             lines.append(f"| {method} | failed: {r['error'][:120]} |" + " |" * 8)
         elif r is not None:
-            cells = _cells(method, r, "epochs")
-            del cells[5]  # no ‖∇F‖∞ column
-            cells[-2] += f" ({r['memory']['fit_added/K']:.2f}× K)"
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join(_cells(method, r)) + " |")
     if c := result.get("comparison") or {}:
         lines += [
             "",
@@ -252,19 +189,18 @@ def main(argv=None) -> int:
     detail = f"{DTYPE}, m = {args.m}, ρ = {RHO}, λ = {args.lam:.4g}, batch {args.batch_size}"
     env = C.header(NAME, detail)
     t0 = time.perf_counter()
-    results = run_children(args)
-    cmp = compare(results)
-    print()
-    print_table(results, cmp)
+    flags = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in CHILD_FLAGS]
+    runs = C.run_children(__file__, METHODS, flags, key="method")  # one fresh process each
+    results = dict(zip(METHODS, runs, strict=True))
     settings = dict(m=args.m, m_test=args.test, rho=RHO, t=T_OVERLAP, d=5, seed=SEED, dtype=DTYPE)
     settings |= dict(lam=args.lam, batch_size=args.batch_size, epochs_cap=args.epochs)
     settings |= dict(repeats=args.repeats, quick=args.quick, subprocess_per_method=True)
     report = {"benchmark": NAME, "env": env, "settings": settings, "results": results}
-    report |= {"comparison": cmp, "seconds": time.perf_counter() - t0}
+    report |= {"comparison": compare(results), "seconds": time.perf_counter() - t0}
+    print("\n" + markdown(report))
     saved = [C.RESULTS_DIR / C.out_path(NAME, args.quick).name] if args.save else []
     for out in [args.out, *saved]:  # --save: also to bench/results/
-        path = C.write_json(out, report)
-        print(f"\nwrote {path} ({report['seconds']:.0f} s)")
+        print(f"\nwrote {C.write_json(out, report)} ({report['seconds']:.0f} s)")
     return 0 if all("error" not in r for r in results.values()) else 1
 
 

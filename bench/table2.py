@@ -1,49 +1,30 @@
 """Seed 000, Sec. 6.1: Table 2 (test AUC on the simulated rare-class data) and Fig. 5, one command.
 
-The paper's protocol (seed 000 Sec. 6 and 6.1), followed here:
+Results beside the paper's, and RANK-RC's distance to them per cell: RESULTS.md §2. The paper's
+protocol (seed 000 Sec. 6, 6.1), followed here; the JSON settings spell it out too:
 
-* **Data** (``jaxrank.datasets``): six rare-class Gaussian centres, fifteen majority centres at
-  ``t·μ_i + (1−t)·μ_j``, spherical σ = 0.5, d = 5; overlap high / medium / low = t 0.9 / 0.75 /
-  0.6, imbalance ρ = m+/m = 10, 20, 30, 40 % — 12 settings ("cells"). Per cell and trial, new
-  centres and, from them, 1,000 training, 1,000 validation and 10,000 test rows, standardised
-  with the training rows' mean and s.d.; **10 trials** (the paper's count; ``--trials`` changes
-  it and the JSON says so). The keys derive from the cell's index in :data:`CELLS` and the trial
-  (:func:`draw_trial`), so a cell draws the same data whichever cells run.
-* **Kernel**: Gaussian ``exp(−||u − v||²/σ²)``, σ² = mean squared pairwise distance of the
-  training rows for every SVM (``gamma = 1/σ²``; SVM-RUS and SVM-SMT too: σ² of the 1,000 rows)
-  and ranking method.
-* **Hyper-parameters**: λ over ``log2 λ = −20, −18, …, 10`` for the SVMs and rankers, k over
-  ``1, …, ⌊min(100, √m)⌋`` for KNN, each chosen by the **AUC on the independent validation
-  set** (the paper's "validation points"; ties to the larger λ / larger k); the model fitted on
-  the training rows at that value is scored on the test set. γ is not searched (the paper fixes
-  σ²). The SVMs solve the paper's eq. (2)/(3) ``(1/n) Σ ω_i hinge + (λ/2)||w||²``, i.e. LIBSVM
-  (scikit-learn ``SVC``) with ``C = 1/(n λ)``, n the rows it is fitted on.
-* **Methods**: KNN (posterior ``P(y = 1 | x)`` = fraction of rare neighbours); SVM (``SVC``);
-  SVM-W (``class_weight`` ω+ = m/(2m+), ω− = m/(2m−)); SVM-RUS (imbalanced-learn
-  ``RandomUnderSampler``: the majority class cut to m+ rows); SVM-SMT (``SMOTE``, 5 neighbours,
-  the rare class grown to m− rows); RANK-SVM (``jaxrank.fit_ranksvm``), RANK-RND
-  (``jaxrank.fit(basis="random")``, |R| = m+ uniform rows), RANK-RC (``jaxrank.fit_rankrc``):
-  smoothed hinge ε = 0.5, tol 1e-6, float32, the whole λ grid in one warm-started call. The SVMs
-  score by ``decision_function``. True Bayes: the test AUC of the generator's exact log
-  likelihood ratio (``datasets.bayes_scores``).
-* **Table**: test AUC (points) mean ± standard error over trials, the paper's Table 2 beside it
-  (:data:`PAPER_TABLE2`; one True-Bayes value per overlap level) and, per cell, whether RANK-RC
-  is within :data:`WITHIN` points of the paper.
-* **Fig. 5**: the empirical hinge ranking loss ``R̂_h = 1/(m+ m−) Σ_{i∈+} Σ_{j∈−} max(0, 1 −
-  f(x_i) + f(x_j))`` on the training and the test rows against λ, for RANK-RC, RANK-SVM and
-  RANK-RND on the first trial of one cell (:data:`FIG5_CELL`; the paper shows four unnamed
-  cells): ``<stem>_fig5.png`` beside the JSON.
+* **Data**: ``jaxrank.datasets`` rare-class generator (d = 5, σ = 0.5), overlap high / medium /
+  low = t 0.9 / 0.75 / 0.6 × ρ = 10-40 %: 12 cells. Per cell and trial new centres and 1,000
+  training, 1,000 validation, 10,000 test rows, standardised on the training rows; 10 trials.
+  Keys derive from the cell's index in :data:`CELLS` and the trial (:func:`draw_trial`), so a
+  cell draws the same data whichever cells run.
+* **Kernel / parameters**: Gaussian, σ² = mean squared pairwise distance of the training rows
+  for every SVM (RUS and SMOTE too) and ranker; γ is not searched. λ over ``log2 λ = −20, −18,
+  …, 10``, KNN's k over ``1 … ⌊min(100, √m)⌋``, each by **AUC on the validation set** (ties to
+  the larger value), the training-rows model at that value scored on the test rows. SVMs solve
+  eq. (2)/(3) ``(1/n) Σ ω_i hinge + (λ/2)||w||²``: ``SVC(C = 1/(n λ))``, n the rows fitted.
+* **Methods**: KNN (rare fraction of the neighbours), SVM, SVM-W (ω± = m/(2m±)), SVM-RUS
+  (majority cut to m+), SVM-SMT (SMOTE, 5 neighbours, rare grown to m−), RANK-SVM, RANK-RND
+  (|R| = m+ uniform rows), RANK-RC: ε = 0.5, tol 1e-6, float32, the λ grid in one warm-started
+  call. True Bayes: the test AUC of the generator's exact log likelihood ratio.
+* **Fig. 5**: the hinge ranking loss R̂_h (:func:`hinge_rank_loss`) on training and test rows
+  against λ for the three rankers, first trial of :data:`FIG5_CELL` (the paper's four cells are
+  unnamed): ``<stem>_fig5.png``.
 
-``select_s`` is a method's whole search (a fit per λ or k, validation scores), ``test_s`` the
-scoring of the test rows. ``--max-minutes`` bounds the run: trials run trial-major (every cell
-of trial 0, then of trial 1, ...) and a round starts only if the time spent plus the last
-round's stays within it: fewer, but complete, trials per cell (``settings.trials_note``).
-
-Usage::
-
-    python bench/table2.py                 # the paper's protocol: 12 cells x 10 trials
-    python bench/table2.py --trials 2 --cells medium-10 low-40
-    python bench/table2.py --quick         # tiny sizes, one cell, 1 trial (smoke test)
+``select_s`` is a method's whole search, ``test_s`` the scoring of the test rows.
+``--max-minutes``: trials run trial-major and a round starts only if the time spent plus the
+last round's fits: fewer, complete, trials per cell (``settings.trials_note``).
+``--trials 2 --cells medium-10 low-40`` runs part of the table.
 """
 
 from __future__ import annotations
@@ -363,7 +344,6 @@ def run_trials(cfg: dict, methods, seed: int, max_minutes: float | None):
             ov, rho = cell["overlap"], cell["rho"]
             ci = CELLS.index((ov, rho))
             data, bayes, kfit = draw_trial(ci, ov, rho, trial, cfg, seed)
-            t0 = time.perf_counter()
             recs = {name: run_method(name, data, lams=cfg["lams"], key=jax.random.fold_in(kfit, j),
                                      seed=seed * 1_000_003 + 1000 * ci + trial)
                     for j, name in enumerate(methods)}  # fmt: skip
@@ -374,10 +354,10 @@ def run_trials(cfg: dict, methods, seed: int, max_minutes: float | None):
                 r.pop("_model", None)
             cell["trials"].append({"trial": trial, "m_pos": int(np.sum(data["train"][1] == 1)),
                                    "bayes_test_auc": bayes, "methods": recs})  # fmt: skip
-            aucs = " ".join(f"{n}={100 * r['test_auc']:.1f}[{r['select_s']:.0f}s]"
-                            for n, r in recs.items())  # fmt: skip
-            print(f"  trial {trial} {cell_label(ov, rho):9s} bayes={100 * bayes:.1f} {aucs} "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+            aucs = " ".join(f"{n}={100 * r['test_auc']:.1f}" for n, r in recs.items())
+            print(
+                f"  trial {trial} {cell_label(ov, rho)} bayes={100 * bayes:.1f} {aucs}", flush=True
+            )
         last_round = (time.perf_counter() - t_round) / 60
     return cells, fig5, stopped
 
