@@ -46,6 +46,7 @@ import numpy as np
 from jaxrank import _buckets, _cache
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
     check_lam_dtype,
@@ -61,7 +62,6 @@ from jaxrank.objective import (
 )
 from jaxrank.solver import SolverInfo, trust_ncg, trust_ncg_grid
 
-_HI = jax.lax.Precision.HIGHEST
 _mm = functools.partial(jnp.matmul, precision=_HI)
 
 

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank import kernels as _kernels
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_binary_labels, check_lam, check_positive, check_X
 from jaxrank.bases import resolve_basis
 from jaxrank.nystrom import NystromMap, nystrom_features, pinv_sqrt
@@ -57,8 +58,6 @@ __all__ = [
     "projected_residual_bound",
     "projection_residuals",
 ]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 def _lams(lam):

@@ -171,6 +171,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
     check_positive,
@@ -210,7 +211,7 @@ __all__ = [
     "structured_loss",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 # A fit starts with _INITIAL_PLANES working-set slots.
 _INITIAL_PLANES = 64
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank.dopmid_oracle import most_violated_core
 from jaxrank.dopmid_qp import qp_core
 from jaxrank.solver import Status
@@ -30,7 +31,7 @@ __all__ = [
     "run_loop",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 # Working-set buffers are powers of two of at least MIN_PLANES slots (one compilation of the
 # loop per size).
 MIN_PLANES = 64

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_binary_labels,
 )
@@ -32,7 +33,7 @@ __all__ = [
     "structured_loss",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 MEASURES = ("am", "qm")
 FEATURE_MAPS = ("sum", "balanced")
 SCALES = ("svc", "paper")

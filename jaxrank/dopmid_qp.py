@@ -12,13 +12,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_positive,
 )
 
 __all__ = ["QPResult", "dot", "qp_core", "solve_qp"]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 # --------------------------------------------------------------------------------------------

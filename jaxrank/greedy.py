@@ -58,6 +58,7 @@ from jaxrank._fitting import (
     fit_rows,
     solve,
 )
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_binary_labels,
     check_int,
@@ -77,7 +78,7 @@ __all__ = [
     "retrain_sizes",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 # Retrains pad K_{·J} to a capacity of 64, 128, 256, ... columns (capped at n_basis): zero
 # columns with an identity block in K_JJ leave the solution and every solver iterate unchanged
 # (their gradient and Hessian coupling are zero), and the solver then compiles once per

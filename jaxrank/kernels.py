@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank._precision import HIGHEST as _HI
+
 __all__ = [
     "DualBlock",
     "Gaussian",
@@ -49,7 +51,7 @@ __all__ = [
     "take_rows",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 # Rows per chunk are chosen so that one chunk of the block is about this many bytes.
 _CHUNK_BYTES = 32 * 2**20
 

@@ -81,8 +81,6 @@ __all__ = [
     "soft_threshold",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
-
 
 class L1Info(NamedTuple):
     """What happened in an L1 solve (each field a scalar, or one per μ of a grid).

@@ -70,6 +70,7 @@ import numpy as np
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_cast, check_positive, check_X, check_X_y
 from jaxrank.mibc_moments import (
     COVARIANCES,
@@ -96,8 +97,6 @@ __all__ = [
     "negative_moments",
     "solve_dual",
 ]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_cast, check_X
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
     "resolve_rho",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 COVARIANCES = ("full", "diag", "factor")
 
 

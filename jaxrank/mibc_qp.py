@@ -12,12 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_positive
 from jaxrank.solver import Status
 
 __all__ = ["MIBCInfo", "default_tol", "solve_dual", "solve_dual_batch"]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 # --------------------------------------------------------------------------------------------

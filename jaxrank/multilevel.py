@@ -50,6 +50,7 @@ import numpy as np
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
 from jaxrank._fitting import check_fit_options, fit_rows
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._random import random_permutation, resolve_key, standard_normal
 from jaxrank._validation import (
     check_int,
@@ -72,8 +73,6 @@ __all__ = [
     "objective_closures",
     "value_and_grad",
 ]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,11 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank import kernels as _kernels
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_X
 
 __all__ = ["NystromMap", "nystrom_features", "nystrom_map", "pinv_sqrt"]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 def _dtype(X: np.ndarray, dtype) -> np.dtype:

@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxrank import _buckets, pairwise
 from jaxrank import kernels as _kernels
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank.losses import PiecewiseQuadratic
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
     "pair_curvature",
 ]
 
-_HI = jax.lax.Precision.HIGHEST
+
 _mm = functools.partial(jnp.matmul, precision=_HI)
 
 

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrank._precision import HIGHEST
 from jaxrank.losses import PiecewiseQuadratic
 
 __all__ = ["Windows", "hvp", "value_and_grad", "windows"]
@@ -244,7 +245,7 @@ def row_sum(x: jax.Array, block: int = 1024) -> jax.Array:
     block = min(block, m)
     k = -(-m // block)
     x = jnp.pad(x, ((0, 0), (0, k * block - m))).reshape(B, k, block)
-    parts = jnp.matmul(x, jnp.ones((block,), x.dtype), precision=jax.lax.Precision.HIGHEST)
+    parts = jnp.matmul(x, jnp.ones((block,), x.dtype), precision=HIGHEST)
     return jnp.sum(parts, axis=-1)
 
 

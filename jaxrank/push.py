@@ -57,6 +57,7 @@ import numpy as np
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import Biclass, fit_biclass
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_lam, check_X_y
 from jaxrank.losses import PiecewiseQuadratic
 from jaxrank.model import RankModel, rank_model_from_arrays, rank_model_to_arrays
@@ -82,8 +83,6 @@ __all__ = [
     "push_objective_closures",
     "push_value_and_grad",
 ]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 class PushLin(NamedTuple):

@@ -75,6 +75,7 @@ import optax
 from jaxrank import kernels as _kernels
 from jaxrank import pairwise
 from jaxrank._fitting import choose_dtype
+from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
     check_key,
@@ -95,8 +96,6 @@ __all__ = [
     "full_objective",
     "whitening",
 ]
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 class StochasticHistory(NamedTuple):
