@@ -1,7 +1,9 @@
 """DOPMID's working-set QP: a primal-dual interior-point method (Mehrotra predictor-corrector)
 with an active-set polish (seed 004; :mod:`jaxrank.dopmid` notes).
 
-Split from :mod:`jaxrank.dopmid`, which re-exports :class:`QPResult` and :func:`solve_qp`.
+Split from :mod:`jaxrank.dopmid`, which re-exports :class:`QPResult` and :func:`solve_qp`. The
+predictor-corrector step it shares with MIBC's QP is :mod:`jaxrank._ipm`; the simplex's Newton
+system, the Frank-Wolfe certificate and the polish are here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrank._ipm import keep_best, mehrotra_direction
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_positive,
@@ -48,13 +51,6 @@ def dot(a, b):
     return jnp.matmul(a, b, precision=_HI)
 
 
-def _max_step(v, dv):
-    """Largest ``t ≤ 1`` with ``v + t dv ≥ 0`` (``v > 0``)."""
-    neg = dv < 0
-    ratio = jnp.where(neg, -v / jnp.where(neg, dv, -jnp.ones_like(dv)), jnp.inf)
-    return jnp.minimum(jnp.min(ratio), 1.0)
-
-
 def qp_core(G, delta, C, live, max_iter: int):
     """Interior point + polish for ``max Δᵀα − ½αᵀGα`` over ``α ≥ 0, Σα = C`` (``live`` only).
 
@@ -71,6 +67,12 @@ def qp_core(G, delta, C, live, max_iter: int):
     Entries outside ``live`` are padding: they get ``Q_ii = 1, b_i = −1`` and no share of the
     simplex, a decoupled problem whose solution is 0, so one compiled solver serves every
     working-set size up to ``K``.
+
+    Interior point: KKT ``Qβ − b − νm − z = 0``, ``mᵀβ = T``, ``βz = μ → 0`` (``m`` the live
+    mask); one complementary pair ``(β, z)`` of :func:`jaxrank._ipm.mehrotra_direction`, each
+    direction a Cholesky solve of ``Q + diag(z/β)`` and the Schur complement in ``Δν``; the
+    step is ``0.99 min(1, α_max)``. Stops when the Frank-Wolfe gap is at most ``100 ε`` or has
+    not improved for 8 iterations.
     """
     dt = G.dtype
     K = G.shape[0]
@@ -94,8 +96,7 @@ def qp_core(G, delta, C, live, max_iter: int):
     def residuals(beta, z, nu):
         rd = dot(Q, beta) - b - nu * m - z
         rp = dot(m, beta) - T
-        mu = dot(beta, z) / K
-        return rd, rp, mu
+        return rd, rp
 
     def feasible(v):
         """``v`` clipped to ``≥ 0`` and rescaled to the mass ``T``: a point of the simplex."""
@@ -113,7 +114,7 @@ def qp_core(G, delta, C, live, max_iter: int):
 
     def body(state):
         beta, z, nu, it, _, best, best_z, best_fw, stall = state
-        rd, rp, mu = residuals(beta, z, nu)
+        rd, rp = residuals(beta, z, nu)
         chol = jnp.linalg.cholesky(Q + jnp.diag(z / beta) + jitter * eye)
 
         def solve(r):
@@ -122,34 +123,23 @@ def qp_core(G, delta, C, live, max_iter: int):
         Mm = solve(m)
         mMm = dot(m, Mm)
 
-        def direction(rc):
+        def direction(target, cross):
+            # complementarity rows z Δβ + β Δz = rc; the Schur complement in Δν of mᵀΔβ = −r_p
+            rc = -beta * z - cross[0] + target
             Mr = solve(-rd + rc / beta)
             dnu = (-rp - dot(m, Mr)) / mMm
             db = Mr + Mm * dnu
-            dz = (rc - z * db) / beta
-            return db, dnu, dz
+            return (db,), ((rc - z * db) / beta,), dnu
 
-        db, _, dz = direction(-beta * z)
-        t = jnp.minimum(_max_step(beta, db), _max_step(z, dz))
-        mu_aff = dot(beta + t * db, z + t * dz) / K
-        sigma = (mu_aff / mu) ** 3
-        db, dnu, dz = direction(-beta * z - db * dz + sigma * mu)
-        t = 0.99 * jnp.minimum(_max_step(beta, db), _max_step(z, dz))
+        (db,), (dz,), dnu, step = mehrotra_direction((beta,), (z,), K, direction)
+        t = 0.99 * jnp.minimum(step, 1.0)
         beta, z, nu = beta + t * db, z + t * dz, nu + t * dnu
         bad = ~(jnp.all(jnp.isfinite(beta)) & jnp.all(jnp.isfinite(z)) & jnp.isfinite(nu))
         fw = jnp.where(bad, jnp.inf, fw_gap(feasible(beta)))
-        better = fw < best_fw
-        return (
-            beta,
-            z,
-            nu,
-            it + 1,
-            bad,
-            jnp.where(better, feasible(beta), best),
-            jnp.where(better, z, best_z),
-            jnp.where(better, fw, best_fw),
-            jnp.where(better, 0, stall + 1),
+        best_fw, (best, best_z), stall = keep_best(
+            fw, (feasible(beta), z), best_fw, (best, best_z), stall
         )
+        return beta, z, nu, it + 1, bad, best, best_z, best_fw, stall
 
     def cond(state):
         *_, it, bad, _, _, best_fw, stall = state

@@ -1,6 +1,7 @@
 """MIBC's dual box QP (seed 002, problem D): a primal-dual interior-point method with an
 active-set polish, batched over ν. Split from :mod:`jaxrank.mibc`, which re-exports
-:class:`MIBCInfo` and :func:`solve_dual`.
+:class:`MIBCInfo` and :func:`solve_dual`. The predictor-corrector step it shares with DOPMID's
+QP is :mod:`jaxrank._ipm`; the box's Newton system, certificate and polish are here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank._ipm import keep_best, mehrotra_direction
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_positive
 from jaxrank.solver import Status
@@ -162,22 +164,15 @@ def _certificate(op, gamma):
     return primal, primal - gap, gap
 
 
-def _max_step(xs, dxs):
-    """Largest α with every ``x + α dx ≥ 0`` (inf when no component decreases)."""
-
-    def one(x, dx):
-        return jnp.min(jnp.where(dx < 0, -x / jnp.where(dx < 0, dx, -1), jnp.inf))
-
-    return jnp.min(jnp.stack([one(x, dx) for x, dx in zip(xs, dxs, strict=True)]))
-
-
 def _ipm_solve(op, m: int, tol, max_iter: int):
     """min_γ ½γᵀHγ − 1ᵀγ over 0 ≤ γ ≤ 1: Mehrotra predictor-corrector (Nocedal & Wright §16.6).
 
     Variables ``γ, t = 1 − γ`` and multipliers ``z, s ≥ 0``; KKT ``Hγ − 1 − z + s = 0``,
-    ``γ + t = 1``, ``γz = ts = μ → 0``. Each step solves one system
-    ``(H + diag(z/γ + s/t)) Δγ = r`` (``op.factor`` / ``op.solve``: dense Cholesky, or
-    Woodbury for a low-rank ``H``). Stops when the certified relative duality gap
+    ``γ + t = 1``, ``γz = ts = μ → 0``: complementary pairs ``(γ, z)``, ``(t, s)`` of
+    :func:`jaxrank._ipm.mehrotra_direction`, which calls ``direction`` twice per step. Each
+    call solves one system ``(H + diag(z/γ + s/t)) Δγ = r`` on the same factor (``op.factor``
+    / ``op.solve``: dense Cholesky, or Woodbury for a low-rank ``H``). The step is
+    ``min(1, 0.995 α_max)``. Stops when the certified relative duality gap
     (:func:`_certificate`) is at most ``tol``, or when it has not improved for 10 iterations.
     """
     dt = op.c.dtype
@@ -188,41 +183,27 @@ def _ipm_solve(op, m: int, tol, max_iter: int):
         P, _, gap = _certificate(op, gamma)
         return gap / jnp.maximum(P, tiny)
 
-    def direction(fac, st, r_d, r_p, r_l, r_u):
-        g, t, z, s = st.g, st.t, st.z, st.s
-        rhs = -r_d + r_l / g - (r_u + s * r_p) / t
-        dg = op.solve(fac, rhs)
-        dz = (r_l - z * dg) / g
-        dtt = -r_p - dg
-        ds = (r_u - s * dtt) / t
-        return dg, dtt, dz, ds
-
     def body(st: _IPM) -> _IPM:
         g, t, z, s = st.g, st.t, st.z, st.s
         r_d = op.hv(g) - one - z + s
         r_p = g + t - one
-        mu = (jnp.vdot(g, z) + jnp.vdot(t, s)) / (2 * m)
         fac = op.factor(z / g + s / t)
-        # predictor (affine scaling)
-        a = direction(fac, st, r_d, r_p, -g * z, -t * s)
-        alpha = jnp.minimum(1.0, _max_step((g, t, z, s), a))
-        moved = [x + alpha * dx for x, dx in zip((g, t, z, s), a, strict=True)]
-        mu_aff = (jnp.vdot(moved[0], moved[2]) + jnp.vdot(moved[1], moved[3])) / (2 * m)
-        sigma = (mu_aff / mu) ** 3
-        # corrector with centring
-        c = direction(
-            fac, st, r_d, r_p, sigma * mu - g * z - a[0] * a[2], sigma * mu - t * s - a[1] * a[3]
-        )
-        step = _max_step((g, t, z, s), c)
+
+        def direction(target, cross):
+            # complementarity rows z Δγ + γ Δz = r_l, s Δt + t Δs = r_u; Δt = −r_p − Δγ
+            r_l = target - g * z - cross[0]
+            r_u = target - t * s - cross[1]
+            rhs = -r_d + r_l / g - (r_u + s * r_p) / t
+            dg = op.solve(fac, rhs)
+            dtt = -r_p - dg
+            return (dg, dtt), ((r_l - z * dg) / g, (r_u - s * dtt) / t), None
+
+        (dg, dtt), (dz, ds), _, step = mehrotra_direction((g, t), (z, s), 2 * m, direction)
         alpha = jnp.minimum(1.0, 0.995 * step).astype(dt)
-        g, t, z, s = g + alpha * c[0], t + alpha * c[1], z + alpha * c[2], s + alpha * c[3]
-        gap = rel_gap(g)
-        better = gap < st.best_gap
-        best = jnp.where(better, g, st.best)
-        best_gap = jnp.where(better, gap, st.best_gap)
+        g, t, z, s = g + alpha * dg, t + alpha * dtt, z + alpha * dz, s + alpha * ds
         # the certified gap stopped shrinking: the rounding floor of this dtype (on degenerate,
         # rank-deficient problems it can plateau for a few iterations before dropping again)
-        stall = jnp.where(better, 0, st.stall + 1)
+        best_gap, best, stall = keep_best(rel_gap(g), g, st.best_gap, st.best, st.stall)
         it = st.it + 1
         finite = jnp.all(jnp.isfinite(g)) & jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(s))
         status = jnp.select(
