@@ -33,8 +33,8 @@ import jax
 import numpy as np
 
 __all__ = [
-    "at_least", "bucket", "bucket_lams", "bucket_pow2", "disabled", "enabled", "floors", "put",
-    "rung",
+    "at_least", "bucket", "bucket_lams", "bucket_pow2", "carried", "disabled", "enabled", "floors",
+    "put", "rung", "snapshot",
 ]  # fmt: skip
 
 #: Largest distance between two rungs of the ladder.
@@ -82,6 +82,35 @@ def at_least(*, groups: tuple[int, ...] | None = None, basis: int | None = None,
         yield
     finally:
         _state.floors = old
+
+
+def snapshot() -> tuple:
+    """This thread's bucket state (:func:`disabled`, the floors of :func:`at_least`), to carry
+    into a worker thread with :func:`carried` (the state is per thread)."""
+    return getattr(_state, "off", False), getattr(_state, "floors", None)
+
+
+@contextlib.contextmanager
+def carried(state: tuple):
+    """Within this context the calling thread has the bucket state ``state`` of
+    :func:`snapshot` (taken on another thread), so its fits pad as that thread's would.
+
+    Example:
+      >>> import concurrent.futures
+      >>> from jaxrank import _buckets
+      >>> def floors_in(state):
+      ...     with _buckets.carried(state):
+      ...         return _buckets.floors()["basis"]
+      >>> with _buckets.at_least(basis=64), concurrent.futures.ThreadPoolExecutor(1) as pool:
+      ...     pool.submit(floors_in, _buckets.snapshot()).result()
+      64
+    """
+    old = snapshot()
+    _state.off, _state.floors = state
+    try:
+        yield
+    finally:
+        _state.off, _state.floors = old
 
 
 def floors() -> dict:

@@ -185,6 +185,7 @@ import math
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import jax
@@ -205,7 +206,10 @@ __all__ = [
     "NARROW_MIN_BASIS",
     "NARROW_MIN_ROWS",
     "NARROW_STEPS",
+    "NARROW_TRIGGER_SE",
     "RULES",
+    "SEARCH_THREADS",
+    "SEARCH_THREADS_MAX_BLOCK",
     "CVSearch",
     "auto_basis",
     "auto_basis_size",
@@ -217,6 +221,7 @@ __all__ = [
     "refit_basis",
     "search_floors",
     "search_narrower",
+    "wants_narrower",
 ]
 
 #: The narrow extension (:func:`search_narrower`, module notes): sets with at least this many
@@ -225,6 +230,9 @@ NARROW_MIN_ROWS = 512
 #: ... and at most this many (the raised floor then holds at least half of the rows) whose pick
 #: lands on the narrowest σ² also search narrower ones ...
 NARROW_MAX_ROWS = 2048
+#: ... or whose narrowest σ² scores within this many standard errors of the pick
+#: (:func:`wants_narrower`) ...
+NARROW_TRIGGER_SE = 1.0
 #: ... at these multiples of the narrowest σ² searched (h/64 below the default h/4) ...
 NARROW_STEPS = (1 / 16,)
 #: ... with the auto basis floor raised to this (a narrow kernel needs centres near every row).
@@ -232,6 +240,14 @@ NARROW_MIN_BASIS = 1024
 #: ... and a narrow pick replaces the pick it extends only when it wins on the same folds by more
 #: than this many standard errors of the paired fold differences (module notes).
 NARROW_MARGIN_SE = 1.0
+
+#: A search runs its fits (one per fold, basis and σ²) on this many threads: one fit's host
+#: work (its float64 preconditioner, on one BLAS thread) and Python overlap another's compiled
+#: solve (module notes) ...
+SEARCH_THREADS = 3
+#: ... when every fit's kernel block has at most this many bytes; larger fits run one at a
+#: time (each solve then uses every core, and memory holds one block at a time).
+SEARCH_THREADS_MAX_BLOCK = 2**27
 
 #: Selection rules of :func:`choose`.
 RULES = ("max", "one_se", "smooth", "smooth_grid")
@@ -301,6 +317,11 @@ def _smooth_grid(mean: np.ndarray) -> np.ndarray:
     return total / count
 
 
+def _rule_score(mean: np.ndarray, rule: str) -> np.ndarray:
+    """The table a rule maximises: the mean itself, or its smoothed version."""
+    return {"smooth": _smooth, "smooth_grid": _smooth_grid}.get(rule, lambda a: a)(mean)
+
+
 def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
     """The chosen ``(basis, σ², λ)`` index into a CV table of shape ``(B, S, L)``.
 
@@ -325,7 +346,7 @@ def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}.")
     if mean.ndim != 3 or np.isnan(mean).any():
         raise ValueError(f"the CV table must be a finite (B, S, L) array, got shape {mean.shape}.")
-    score = {"smooth": _smooth, "smooth_grid": _smooth_grid}.get(rule, lambda a: a)(mean)
+    score = _rule_score(mean, rule)
     best = score.max()
     if rule == "one_se":
         b, s, j = np.unravel_index(np.argmax(mean), mean.shape)
@@ -447,47 +468,82 @@ def cv_search(
     )  # fmt: skip
 
 
+def wants_narrower(
+    search: CVSearch, pick: tuple, rule: str = "smooth_grid",
+    trigger_se: float | None = NARROW_TRIGGER_SE,
+) -> bool:  # fmt: skip
+    """Whether ``pick`` calls for the narrow extension (:func:`search_narrower`).
+
+    It does when its σ² is the narrowest searched, or (``trigger_se`` not ``None``) when the
+    narrowest σ²'s best score under ``rule`` (what :func:`choose` maximises, e.g. the 3×3
+    average of ``"smooth_grid"``) is within ``trigger_se`` standard errors of the pick's,
+    ``score(pick) − max score(narrowest σ²) ≤ trigger_se · se(pick)``: the folds cannot tell
+    the narrowest kernel from the pick, so a narrower one may be the better model (module
+    notes).
+
+    Args:
+      search: a :func:`cv_search` table; ``pick``: ``(b, s, j)`` into it; ``rule``: the rule
+        that picked it.
+      trigger_se: the margin in standard errors; ``None``: only a pick at the narrowest σ².
+    """
+    b, s, j = pick
+    s2 = np.asarray(search.sigma2s, np.float64)
+    if s2[s] <= s2.min():
+        return True
+    if trigger_se is None:
+        return False
+    score = _rule_score(np.asarray(search.mean_auc, np.float64), rule)
+    gap = score[b, s, j] - score[:, int(np.argmin(s2)), :].max()
+    return bool(gap <= trigger_se * float(np.nan_to_num(search.se_auc[b, s, j])))
+
+
 def search_narrower(
     X,
     y,
     search: CVSearch,
-    s: int,
+    pick: tuple,
     *,
     folds: int,
     key,
+    rule: str = "smooth_grid",
+    trigger_se: float | None = NARROW_TRIGGER_SE,
     min_rows: int = NARROW_MIN_ROWS,
     max_rows: int = NARROW_MAX_ROWS,
     steps: Sequence[float] = NARROW_STEPS,
     narrow_basis: int = NARROW_MIN_BASIS,
     **fit_kwargs: Any,
 ) -> CVSearch:
-    """``search`` with narrower σ² added when its pick ``s`` is its narrowest σ² (module notes).
+    """``search`` with narrower σ² added when its pick calls for them (module notes).
 
-    On a set of ``min_rows`` to ``max_rows`` rows whose chosen σ² index ``s`` is the smallest of
-    two or more searched, σ² = ``steps`` × that σ² are searched too, with the same folds (same
-    ``key``) and the auto basis floor raised to ``narrow_basis``, and their rows are put before
-    the others (:attr:`CVSearch.min_basis` says which floor each σ² used). Otherwise
-    ``search`` is returned unchanged. The choice is then made again on the merged table.
+    On a set of ``min_rows`` to ``max_rows`` rows searched with two or more σ², whose ``pick``
+    calls for the extension (:func:`wants_narrower` with ``rule`` and ``trigger_se``),
+    σ² = ``steps`` × the narrowest σ² are searched too, with the same folds (same ``key``) and
+    the auto basis floor raised to ``narrow_basis``, and their rows are put before the others
+    (:attr:`CVSearch.min_basis` says which floor each σ² used). Otherwise ``search`` is
+    returned unchanged. The choice is then made again on the merged table
+    (:func:`keep_narrower`).
 
     Args:
       X, y: the rows and labels searched; ``search``: the :func:`cv_search` result on them.
-      s: the σ² index the rule picked in ``search``.
+      pick: ``(b, s, j)``, the choice of ``rule`` in ``search``.
       folds, key, **fit_kwargs: as passed to that :func:`cv_search` (``min_basis`` included).
-      min_rows, max_rows, steps, narrow_basis: the extension's rule (defaults: the module
-        constants).
+      rule, trigger_se, min_rows, max_rows, steps, narrow_basis: the extension's rule
+        (defaults: the module constants).
 
     Returns:
       A :class:`CVSearch` (``fit_seconds`` adds both searches).
     """
     X, pos = check_X_y(X, y)
     s2 = np.asarray(search.sigma2s, np.float64)
-    if not min_rows <= pos.size <= max_rows or s2.size < 2 or s2[s] > s2.min():
+    if not min_rows <= pos.size <= max_rows or s2.size < 2:
+        return search
+    if not wants_narrower(search, pick, rule, trigger_se):
         return search
     steps = np.asarray(steps, np.float64)
     if steps.ndim != 1 or steps.size == 0 or not np.all((steps > 0) & (steps < 1)):
         raise ValueError(f"steps must be a non-empty 1-D list of values in (0, 1), got {steps!r}.")
     floor = max(int(fit_kwargs.pop("min_basis", AUTO_MIN_BASIS)), int(narrow_basis))
-    ext = cv_search(X, pos, lams=search.lams, sigma2s=s2[s] * np.sort(steps),
+    ext = cv_search(X, pos, lams=search.lams, sigma2s=s2.min() * np.sort(steps),
                     policies=search.policies, folds=folds, key=key, min_basis=floor,
                     **fit_kwargs)  # fmt: skip
     # prepended: all below the narrowest searched, ascending, so a σ² grid given in ascending
@@ -528,8 +584,17 @@ def keep_narrower(
 
 def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
                   fit_kwargs):  # fmt: skip
-    folds = len(train)
-    for f in range(folds):
+    state = _buckets.snapshot()  # the search's floors, carried into the worker threads
+
+    def score(tr, idx, sigma2, Xte, yte, mask):
+        with _buckets.carried(state):
+            model = fit(X[tr], pos[tr], grid, basis=idx, kernel=_kernels.gaussian(float(sigma2)),
+                        **fit_kwargs)  # fmt: skip
+            scores = model.decision_function(Xte)
+            return np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
+
+    jobs, copies = [], []
+    for f in range(len(train)):
         tr, te = train[f], held[f]
         # held-out rows zero-padded to one size (one scoring program); padding masked out
         Xte = np.zeros((n_held, X.shape[1]), X.dtype)
@@ -543,17 +608,26 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
             same = next((j for j, prev in seen if np.array_equal(prev, idx)), None)
             seen.append((b, idx))
             if same is not None:
-                cv[b, :, f] = cv[same, :, f]
+                copies.append((b, same, f))
                 continue
-            for s, sigma2 in enumerate(s2):
-                with warnings.catch_warnings():
-                    # the smallest λ of a wide grid often end PRECISION in float32: expected in
-                    # a search, and judged by their held-out AUC like every other λ
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    model = fit(X[tr], pos[tr], grid, basis=idx,
-                                kernel=_kernels.gaussian(float(sigma2)), **fit_kwargs)  # fmt: skip
-                scores = model.decision_function(Xte)
-                cv[b, s, f] = np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
+            jobs += [((b, s, f), (tr, idx, sigma2, Xte, yte, mask)) for s, sigma2 in enumerate(s2)]
+    itemsize = np.dtype(fit_kwargs.get("dtype") or np.float32).itemsize
+    block = max(a[0].size * max(a[1].size, min_basis) for _, a in jobs) * itemsize
+    threads = SEARCH_THREADS if block <= SEARCH_THREADS_MAX_BLOCK else 1
+    with warnings.catch_warnings(), ThreadPoolExecutor(threads) as pool:
+        # the smallest λ of a wide grid often end PRECISION in float32: expected in a search,
+        # and judged by their held-out AUC like every other λ (the filter is process-wide, so
+        # it covers the workers while this thread waits for them)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        futures = [pool.submit(score, *a) for _, a in jobs]
+        try:
+            for ((b, s, f), _), fut in zip(jobs, futures, strict=True):
+                cv[b, s, f] = fut.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    for b, same, f in copies:
+        cv[b, :, f] = cv[same, :, f]
 
 
 def search_floors(pos, policies, n_lams: int, min_basis: int = AUTO_MIN_BASIS, dtype=None):

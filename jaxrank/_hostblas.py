@@ -12,13 +12,19 @@ are O(|R|³) flops that stay below a second up to ``|R|`` ≈ 2000, so nothing i
 them.
 
 The pin uses ``threadpoolctl`` when it is installed (it comes with scikit-learn); without it
-the calls run with the BLAS library's own threading, as before.
+the calls run with the BLAS library's own threading, as before. The pin is process-wide (the
+BLAS library has one thread setting), so concurrent fits (the threads of
+:func:`jaxrank._cv.cv_search`) share it: the first to enter sets it, the last to leave restores
+the library's own setting. Entering and leaving independently would let a thread restore the
+setting under another that is still inside, and a late leaver "restore" the pinned value for
+good.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 
 
 @functools.cache
@@ -33,6 +39,11 @@ def _controller():
         return None
 
 
+_lock = threading.Lock()
+_depth = 0  # threads inside one_blas_thread
+_limiter = None  # the pin they share, restored by the last to leave
+
+
 @contextlib.contextmanager
 def one_blas_thread():
     """Run the block with the host BLAS/LAPACK on one thread (a no-op without threadpoolctl).
@@ -43,9 +54,20 @@ def one_blas_thread():
       >>> with one_blas_thread():
       ...     L = np.linalg.cholesky(np.eye(3))
     """
+    global _depth, _limiter
     ctl = _controller()
     if ctl is None:
         yield
         return
-    with ctl.limit(limits=1, user_api="blas"):
+    with _lock:
+        if _depth == 0:
+            _limiter = ctl.limit(limits=1, user_api="blas")
+        _depth += 1
+    try:
         yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _limiter.restore_original_limits()
+                _limiter = None

@@ -84,8 +84,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         ``1e-4``, and a fold's fit took half the time (``bench/keel_wide.py`` notes).
       extend_sigma2: on a set of :data:`jaxrank._cv.NARROW_MIN_ROWS` to
         :data:`jaxrank._cv.NARROW_MAX_ROWS` rows (512 to 2048) whose pick is the narrowest of two
-        or more σ², also search σ² = that / 16 with the auto floor raised to
-        :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on the merged table;
+        or more σ², or whose narrowest σ² scores within one standard error of the pick
+        (:func:`jaxrank._cv.wants_narrower`), also search σ² = the narrowest / 16 with the auto
+        floor raised to :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on the
+        merged table;
         a narrow pick is kept only if it beats the first pick on the same folds by more than
         one standard error of the paired differences (:func:`jaxrank._cv.search_narrower`,
         :func:`jaxrank._cv.keep_narrower`; measured in the notes of :mod:`jaxrank._cv`).
@@ -197,7 +199,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
         if self.extend_sigma2:
             search = _cv.search_narrower(
-                X, pos, search, s, folds=folds, key=key, min_basis=self.min_basis,
+                X, pos, search, (b, s, j), folds=folds, key=key, rule=self.rule,
+                min_basis=self.min_basis,
                 **{**opts, "tol": tol},
             )  # fmt: skip
             n_new = search.sigma2s.size - sigma2s.size

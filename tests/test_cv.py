@@ -214,14 +214,18 @@ def test_search_narrower_adds_narrow_sigma2_with_a_larger_floor(data):
     kw = dict(lams=LAMS, policies=("auto",), folds=CV, key=key, dtype="float32", tol=1e-4)
     search = _cv.cv_search(X, pos, sigma2s=(2.0, 8.0), min_basis=MIN_BASIS, **kw)
     opts = dict(folds=CV, key=key, min_basis=MIN_BASIS, dtype="float32", tol=1e-4)
-    # the pick is not the narrowest σ², or the set is below min_rows (160 < 512) or above
-    # max_rows: unchanged
-    assert _cv.search_narrower(X, pos, search, 1, min_rows=10, **opts) is search
-    assert _cv.search_narrower(X, pos, search, 0, **opts) is search
-    assert _cv.search_narrower(X, pos, search, 0, min_rows=10, max_rows=159, **opts) is search
+    # the pick does not call for it (not the narrowest σ², and the narrowest more than one
+    # standard error below), or the set is below min_rows (160 < 512) or above max_rows:
+    # unchanged
+    wide = search._replace(mean_auc=np.array([[[0.5] * len(LAMS), [0.9] * len(LAMS)]]),
+                           se_auc=np.full((1, 2, len(LAMS)), 0.01))  # fmt: skip
+    assert _cv.search_narrower(X, pos, wide, (0, 1, 0), min_rows=10, rule="max", **opts) is wide
+    assert _cv.search_narrower(X, pos, search, (0, 0, 0), **opts) is search
+    assert _cv.search_narrower(X, pos, search, (0, 0, 0), min_rows=10, max_rows=159,
+                               **opts) is search  # fmt: skip
     one = search._replace(sigma2s=search.sigma2s[:1], cv_auc=search.cv_auc[:, :1])
-    assert _cv.search_narrower(X, pos, one, 0, min_rows=10, **opts) is one  # a single σ²
-    ext = _cv.search_narrower(X, pos, search, 0, min_rows=100, steps=(0.25, 1 / 16),
+    assert _cv.search_narrower(X, pos, one, (0, 0, 0), min_rows=10, **opts) is one  # one σ²
+    ext = _cv.search_narrower(X, pos, search, (0, 0, 0), min_rows=100, steps=(0.25, 1 / 16),
                               narrow_basis=80, **opts)  # fmt: skip
     # prepended in ascending order, at the larger floor, on the same folds as a direct search
     np.testing.assert_allclose(ext.sigma2s, [0.125, 0.5, 2.0, 8.0])
@@ -233,7 +237,36 @@ def test_search_narrower_adds_narrow_sigma2_with_a_larger_floor(data):
     assert ext.n_basis.tolist() == search.n_basis.tolist() == [MIN_BASIS]
     assert ext.fit_seconds > search.fit_seconds
     with pytest.raises(ValueError, match="steps"):
-        _cv.search_narrower(X, pos, search, 0, min_rows=100, steps=(2.0,), **opts)
+        _cv.search_narrower(X, pos, search, (0, 0, 0), min_rows=100, steps=(2.0,), **opts)
+
+
+def test_wants_narrower_at_the_narrowest_or_within_the_margin():
+    mean = np.array([[[0.80, 0.82, 0.80], [0.85, 0.86, 0.85], [0.84, 0.84, 0.84]]])
+    se = np.full_like(mean, 0.02)
+    s2 = np.array([1.0, 4.0, 16.0])
+    table = _cv.CVSearch(("auto",), None, s2, np.array(LAMS), None, mean, se, 0.0)
+    pick = _cv.choose(mean, se, LAMS, s2, "max")
+    assert pick == (0, 1, 1)
+    # the narrowest's best raw mean 0.82 is 0.04 = 2 standard errors below the pick's 0.86
+    assert not _cv.wants_narrower(table, pick, "max")
+    assert not _cv.wants_narrower(table, pick, "max", trigger_se=1.9)
+    assert _cv.wants_narrower(table, pick, "max", trigger_se=2.1)
+    assert not _cv.wants_narrower(table, pick, "max", trigger_se=None)
+    # a pick at the narrowest always does, with or without the margin
+    assert _cv.wants_narrower(table, (0, 0, 2), "max", trigger_se=None)
+    # the narrowest by value, wherever it stands in the table
+    perm = [1, 0, 2]
+    shuffled = table._replace(sigma2s=s2[perm], mean_auc=mean[:, perm], se_auc=se[:, perm])
+    assert _cv.wants_narrower(shuffled, (0, 1, 2), "max", trigger_se=None)
+    assert _cv.wants_narrower(shuffled, (0, 0, 1), "max", trigger_se=2.1)
+    assert not _cv.wants_narrower(shuffled, (0, 0, 1), "max", trigger_se=1.9)
+    # under "smooth_grid" the scores compared are the rule's 3×3 averages
+    sg = _cv._smooth_grid(mean)
+    pick = _cv.choose(mean, se, LAMS, s2, "smooth_grid")
+    gap = sg[pick] - sg[:, 0].max()
+    assert gap > 0
+    assert _cv.wants_narrower(table, pick, "smooth_grid", trigger_se=gap / 0.02 + 0.1)
+    assert not _cv.wants_narrower(table, pick, "smooth_grid", trigger_se=gap / 0.02 - 0.1)
 
 
 @pytest.mark.parametrize("extend", [True, False])
@@ -242,11 +275,11 @@ def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypat
     calls = []
     real = _cv.search_narrower
 
-    def forced(X, y, search, s, **kw):
+    def forced(X, y, search, pick, **kw):
         # always at the narrowest σ², on a set this small: the extension must run
-        calls.append(s)
-        s = int(np.argmin(search.sigma2s))
-        return real(X, y, search, s, **{**kw, "min_rows": 0, "narrow_basis": 80})
+        calls.append(pick)
+        pick = (pick[0], int(np.argmin(search.sigma2s)), pick[2])
+        return real(X, y, search, pick, **{**kw, "min_rows": 0, "narrow_basis": 80})
 
     monkeypatch.setattr(_cv, "search_narrower", forced)
     est = _est(extend_sigma2=extend).fit(X, y)
