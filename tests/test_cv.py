@@ -4,6 +4,7 @@ rules, the CV table against direct fits, the estimator's conventions and scikit-
 Every fit here uses one data set, one fold count and one λ grid, so the programs compiled by the
 first search serve the later tests (compilation dominates on 2 cores)."""
 
+import threading
 import warnings
 
 import jax
@@ -17,7 +18,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import jaxrank
-from jaxrank import _cv, datasets
+from jaxrank import _buckets, _cv, datasets
 from jaxrank.select import stratified_folds
 
 LAMS = (2.0**-10, 2.0**-4, 2.0**2)
@@ -205,6 +206,42 @@ def test_cv_search_copies_identical_policies(data):
         _cv.cv_search(X, y, lams=LAMS, sigma2s=(1.0,), policies=("nystrom",), key=jax.random.key(0))
     with pytest.raises(ValueError, match="sigma2s"):
         _cv.cv_search(X, y, lams=LAMS, sigma2s=(-1.0,), key=jax.random.key(0))
+
+
+@pytest.mark.parametrize("threads, max_block", [(1, 2**27), (4, 2**27), (3, 0)])
+def test_search_threads_give_the_one_thread_table(data, monkeypatch, threads, max_block):
+    X, y = data
+    kw = dict(lams=LAMS, sigma2s=(1.0, 4.0, 16.0), policies=("rare", "auto"), folds=CV,
+              key=jax.random.key(5), min_basis=MIN_BASIS, dtype="float32", tol=1e-4,
+              max_iter=3)  # fmt: skip
+    monkeypatch.setattr(_cv, "SEARCH_THREADS", 1)
+    ref = _cv.cv_search(X, y == 1, **kw)
+    monkeypatch.setattr(_cv, "SEARCH_THREADS", threads)
+    monkeypatch.setattr(_cv, "SEARCH_THREADS_MAX_BLOCK", max_block)
+    real_fit, seen = _cv.fit, []
+    concurrent = threading.Barrier(2, timeout=30) if threads > 1 and max_block else None
+
+    def spy(*args, **kwargs):
+        seen.append((threading.get_ident(), _buckets.floors()))
+        if concurrent is not None and len(seen) <= 2:
+            concurrent.wait()  # two fits in flight at once, or this times out
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(_cv, "fit", spy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        got = _cv.cv_search(X, y == 1, **kw)
+        assert warnings.filters == filters
+    # max_iter=3 leaves fits unconverged: the search's filter kept their warnings in
+    assert not [w for w in caught if issubclass(w.category, jaxrank.ConvergenceWarning)]
+    np.testing.assert_array_equal(got.cv_auc, ref.cv_auc)
+    # every fit ran off the calling thread, inside the search's floors
+    assert len(seen) == CV * 3 * (1 if ref.n_basis[0] == ref.n_basis[1] else 2)
+    assert threading.get_ident() not in {t for t, _ in seen}
+    assert all(f and f == seen[0][1] and f["basis"] for _, f in seen)
+    workers = {t for t, _ in seen}
+    assert len(workers) == 1 if threads == 1 or not max_block else len(workers) >= 2
 
 
 def test_search_narrower_adds_narrow_sigma2_with_a_larger_floor(data):
