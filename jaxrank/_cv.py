@@ -40,6 +40,18 @@ class dropped from a fold) and the held-out folds are zero-padded to one row cou
 fold has the same shapes and reuses the programs compiled for the first fold; σ² and λ are data,
 not shapes, so they never recompile.
 
+**Threads** (:data:`SEARCH_THREADS`). A fit is host work (validation, the kernel block's
+dispatch, the spectral preconditioner's float64 Cholesky and eigensolve on one BLAS thread) then
+a compiled solve; one after the other, each leaves a core idle. The search runs its fits on 3
+threads, so one fit's host work overlaps another's solve. Each fit is the same call with the
+same inputs, so the table is bit-identical to one thread's (``tests/test_cv.py``). Measured
+warm, a whole ``RankRCClassifierCV().fit`` on one split (2-core CPU, median of 2; 1 → 2 → 3 →
+4 threads): yeast4 (1113 training rows) 2.86 → 1.88 → 1.69 → 1.77 s; abalone-19_vs_10-11-12-13
+(1216) 1.61 → 1.10 → 1.04 → 1.04 s; page-blocks0 (4104) 3.66 → 2.47 → 2.40 → 2.38 s;
+winequality-white-3_vs_7 (675, extended) 1.29 → 0.95 → 0.90 → 0.94 s; glass2 (161) 0.32 → 0.26
+→ 0.24 → 0.25 s. Fits whose kernel block exceeds :data:`SEARCH_THREADS_MAX_BLOCK` (128 MiB) run
+one at a time: their solves already use every core, and memory then holds one block.
+
 **The choice** (:func:`choose`). Mean held-out AUC over folds, table ``(B, S, L)``. Why large λ
 tie: as λ → ∞ the solution is ``β ≈ −(1/λ) K_RR⁻¹ K_{·R}ᵀ g₀`` (every pair on the linear piece
 of the smoothed hinge, so the loss gradient ``g₀`` is constant), a fixed direction scaled by
