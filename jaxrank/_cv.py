@@ -213,6 +213,7 @@ import numpy as np
 
 from jaxrank import _buckets, metrics
 from jaxrank import kernels as _kernels
+from jaxrank._hostblas import one_blas_thread
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
 from jaxrank.bases import AUTO_MIN_BASIS, auto_basis, auto_basis_size
 from jaxrank.fit import fit
@@ -634,10 +635,11 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
     itemsize = np.dtype(fit_kwargs.get("dtype") or np.float32).itemsize
     block = max(a[0].size * max(a[1].size, min_basis) for _, a in jobs) * itemsize
     threads = SEARCH_THREADS if block <= SEARCH_THREADS_MAX_BLOCK else 1
-    with warnings.catch_warnings(), ThreadPoolExecutor(threads) as pool:
+    # the host BLAS pin and the warning filter are process-wide: set here, on the calling
+    # thread, they cover the workers while it waits for them (jaxrank._hostblas)
+    with one_blas_thread(), warnings.catch_warnings(), ThreadPoolExecutor(threads) as pool:
         # the smallest λ of a wide grid often end PRECISION in float32: expected in a search,
-        # and judged by their held-out AUC like every other λ (the filter is process-wide, so
-        # it covers the workers while this thread waits for them)
+        # and judged by their held-out AUC like every other λ
         warnings.simplefilter("ignore", ConvergenceWarning)
         futures = [pool.submit(score, *a) for _, a in jobs]
         try:

@@ -12,12 +12,15 @@ are O(|R|³) flops that stay below a second up to ``|R|`` ≈ 2000, so nothing i
 them.
 
 The pin uses ``threadpoolctl`` when it is installed (it comes with scikit-learn); without it
-the calls run with the BLAS library's own threading, as before. The pin is process-wide (the
-BLAS library has one thread setting), so concurrent fits (the threads of
-:func:`jaxrank._cv.cv_search`) share it: the first to enter sets it, the last to leave restores
-the library's own setting. Entering and leaving independently would let a thread restore the
-setting under another that is still inside, and a late leaver "restore" the pinned value for
-good.
+the calls run with the BLAS library's own threading, as before.
+
+The pin is process-wide (OpenBLAS without OpenMP has one thread setting), and threadpoolctl
+lets one thread at a time change it: a limit set in one thread and restored from another is
+silently not restored (measured: a search whose worker threads each pinned and restored left
+the process on one BLAS thread for good). So a pin is always set and restored by the thread
+that enters it, and while one is held every other :func:`one_blas_thread` block, on any
+thread, runs under it without touching the setting: the threaded search
+(:func:`jaxrank._cv.cv_search`) holds one on its calling thread around its workers.
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ def _controller():
 
 
 _lock = threading.Lock()
-_depth = 0  # threads inside one_blas_thread
-_limiter = None  # the pin they share, restored by the last to leave
+_held = 0  # blocks inside one_blas_thread, all threads
 
 
 @contextlib.contextmanager
 def one_blas_thread():
     """Run the block with the host BLAS/LAPACK on one thread (a no-op without threadpoolctl).
+
+    A block entered while another (on any thread) holds the pin runs under that pin.
 
     Example:
       >>> import numpy as np
@@ -54,20 +58,17 @@ def one_blas_thread():
       >>> with one_blas_thread():
       ...     L = np.linalg.cholesky(np.eye(3))
     """
-    global _depth, _limiter
+    global _held
     ctl = _controller()
-    if ctl is None:
-        yield
-        return
     with _lock:
-        if _depth == 0:
-            _limiter = ctl.limit(limits=1, user_api="blas")
-        _depth += 1
+        covered = _held > 0
+        _held += 1
     try:
-        yield
+        if ctl is None or covered:
+            yield
+        else:
+            with ctl.limit(limits=1, user_api="blas"):
+                yield
     finally:
         with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _limiter.restore_original_limits()
-                _limiter = None
+            _held -= 1
