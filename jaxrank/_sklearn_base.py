@@ -7,6 +7,9 @@ chunked scoring (:func:`scores`) and the training-prevalence threshold (:func:`m
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, ClassVar
+
 import numpy as np
 
 try:
@@ -94,24 +97,35 @@ def score_sign(classes, pos_label) -> float:
     return 1.0 if classes[1] == pos_label else -1.0
 
 
-def store_params(estimator, given: dict) -> None:
-    """Store each parameter of an estimator's ``__init__`` unchanged, as scikit-learn asks.
-
-    ``given`` is that ``__init__``'s ``locals()``, taken before anything else is bound: its
-    parameters, and ``self`` (and ``__class__`` where the body uses ``super()``), which are
-    skipped. So each ``__init__`` is its explicit signature (what ``get_params`` reads) and one
-    call, and no parameter can be left unstored."""
-    for name, value in given.items():
-        if name not in ("self", "__class__"):
-            setattr(estimator, name, value)
+#: The estimators' parameters are dataclass fields: the generated ``__init__`` stores each
+#: parameter unchanged under its own name and has the explicit signature scikit-learn reads
+#: (``get_params``, ``clone``), so parameters shared by several estimators are declared once, in
+#: the class that introduces them. ``eq=False`` and ``repr=False`` keep scikit-learn's identity
+#: comparison, hashing and ``__repr__``; every parameter but the first (``lam``) is keyword-only.
+#: A subclass that adds parameters is decorated with ``estimator_params`` too.
+estimator_params = dataclasses.dataclass(eq=False, repr=False, kw_only=True)
 
 
+def positional(default):
+    """A field that may also be given by position (the first parameter, e.g. ``lam``)."""
+    return dataclasses.field(default=default, kw_only=False)
+
+
+@estimator_params
 class KernelRankerParams(BaseEstimator):
-    """What every jaxrank estimator makes of the parameters they share (``lam``, ``kernel``,
-    ``sigma2``, ``eps``, ``loss``, ``tol``, ``max_iter``, ``max_cg``, ``dtype``): the kernel
-    they name and the fitters' keyword arguments. Each estimator's ``__init__`` lists them in its
-    own signature (scikit-learn reads the parameters from it) and stores them
-    (:func:`store_params`)."""
+    """The parameters every kernel-ranker estimator shares, declared once (``lam``, ``kernel``,
+    ``sigma2``, ``eps``, ``loss``, ``tol``, ``max_iter``, ``max_cg``, ``dtype``), and what they
+    make of them: the kernel they name and the fitters' keyword arguments."""
+
+    lam: float = positional(2.0**-8)
+    kernel: Any = "gaussian"
+    sigma2: float | None = None
+    eps: float = 0.5
+    loss: str = "smoothed_hinge"
+    tol: float = 1e-6
+    max_iter: int = 100
+    max_cg: int = 25
+    dtype: str = "float32"
 
     def _kernel(self):
         if self.sigma2 is None:
@@ -139,6 +153,7 @@ class KernelRankerParams(BaseEstimator):
         return float(lam[0])
 
 
+@estimator_params
 class RankClassifier(ClassifierMixin, KernelRankerParams):
     """Shared code of the jaxrank estimators; subclasses set ``_basis``.
 
@@ -147,23 +162,9 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
     for the paper's heuristic on the training rows.
     """
 
-    _basis: str  # "rare", "all" or "random": the basis argument of jaxrank.fit
+    _basis: ClassVar[str]  # "rare", "all" or "random": the basis argument of jaxrank.fit
 
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        pos_label=None,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-    ):
-        store_params(self, locals())
+    pos_label: Any = None
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

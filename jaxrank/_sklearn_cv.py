@@ -9,6 +9,8 @@ search code and the plain estimators evolve separately. The numbers come from
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import numpy as np
 from scipy.stats import rankdata
@@ -20,11 +22,12 @@ from jaxrank import _cv
 from jaxrank import kernels as _kernels
 from jaxrank._sklearn_base import (
     RankClassifier,
+    estimator_params,
     midpoint,
+    positional,
     rank_scores,
     rare_index,
     score_sign,
-    store_params,
 )
 from jaxrank._validation import check_lam
 
@@ -38,6 +41,7 @@ DEFAULT_LAMS = tuple(2.0 ** np.arange(-20, 11, 2))
 DEFAULT_SIGMA2_FACTORS = (0.25, 1.0, 4.0, 16.0)
 
 
+@estimator_params
 class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     """A kernel AUC ranker tuned by cross-validation inside ``fit`` (like ``LogisticRegressionCV``).
 
@@ -119,26 +123,21 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
       (['basis', 'lam', 'n_basis', 'sigma2', 'sigma2_factor'], (300,))
     """
 
-    def __init__(
-        self,
-        lams=None,
-        *,
-        sigma2_factors=None,
-        basis="auto",
-        min_basis=_cv.AUTO_MIN_BASIS,
-        rule="smooth_grid",
-        cv=5,
-        pos_label=None,
-        random_state=None,
-        eps=0.5,
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-        search_tol=1e-4,
-        extend_sigma2=True,
-    ):
-        store_params(self, locals())
+    lams: Any = positional(None)
+    sigma2_factors: Any = None
+    basis: str = "auto"
+    min_basis: int = _cv.AUTO_MIN_BASIS
+    rule: str = "smooth_grid"
+    cv: int = 5
+    pos_label: Any = None
+    random_state: Any = None
+    eps: float = 0.5
+    tol: float = 1e-6
+    max_iter: int = 100
+    max_cg: int = 25
+    dtype: str = "float32"
+    search_tol: float = 1e-4
+    extend_sigma2: bool = True
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)

@@ -26,6 +26,8 @@ scikit-learn is an optional dependency (``pip install scikit-learn``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 try:
@@ -42,9 +44,9 @@ import jax
 from jaxrank._sklearn_base import (
     KernelRankerParams,
     RankClassifier,
+    estimator_params,
     midpoint,
     rank_scores,
-    store_params,
 )
 from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV
 from jaxrank.bases import resolve_basis
@@ -134,6 +136,7 @@ def _key_from(random_state) -> jax.Array:
     return jax.random.key(int(seed))
 
 
+@estimator_params
 class RandomBasisRankClassifier(RankClassifier):
     """RANK-RND (seed 000 Sec. 6): a kernel ranker over ``n_basis`` random training rows.
 
@@ -147,29 +150,15 @@ class RandomBasisRankClassifier(RankClassifier):
 
     _basis = "random"
 
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        pos_label=None,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-        n_basis=None,
-        random_state=None,
-    ):
-        store_params(self, locals())
+    n_basis: int | None = None
+    random_state: Any = None
 
     def _basis_options(self, X=None, pos=None) -> dict:
         key = _key_from(self.random_state)
         return super()._basis_options(X, pos) | {"key": key, "n_basis": self.n_basis}
 
 
+@estimator_params
 class SparseAUCClassifier(RankClassifier):
     """Sparse kernel AUC (seed 001): a greedily grown basis of ``n_basis`` training rows.
 
@@ -199,25 +188,11 @@ class SparseAUCClassifier(RankClassifier):
       (10, (200,))
     """
 
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        pos_label=None,
-        n_basis=None,
-        kappa=100,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="squared_hinge",
-        schedule="paper",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-        random_state=None,
-    ):
-        store_params(self, locals())
+    n_basis: int | None = None
+    kappa: int = 100
+    loss: str = "squared_hinge"
+    schedule: str = "paper"
+    random_state: Any = None
 
     def _fit_model(self, X, pos, lam: float):
         """Grow the basis (:func:`jaxrank.greedy.fit_greedy`); ``n_iter_`` counts greedy steps
@@ -232,6 +207,7 @@ class SparseAUCClassifier(RankClassifier):
         return model, model.n_basis
 
 
+@estimator_params
 class NystromRankClassifier(RankClassifier):
     """An R-subset kernel ranker over Nyström landmarks chosen by a strategy (seed 003, Sec. 4).
 
@@ -264,24 +240,9 @@ class NystromRankClassifier(RankClassifier):
 
     _strategies = ("rare_first", "kmeans++", "random")
 
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        pos_label=None,
-        landmarks="rare_first",
-        n_basis=None,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-        random_state=None,
-    ):
-        store_params(self, locals())
+    landmarks: str = "rare_first"
+    n_basis: int | None = None
+    random_state: Any = None
 
     def _basis_options(self, X=None, pos=None) -> dict:
         if self.landmarks not in self._strategies:
@@ -305,6 +266,7 @@ class NystromRankClassifier(RankClassifier):
         return self
 
 
+@estimator_params
 class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
     """Multi-level (ordinal) RankRC (seed 003 eq. 48) for scikit-learn.
 
@@ -358,21 +320,7 @@ class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
       (2, 4)
     """
 
-    def __init__(
-        self,
-        lam=2.0**-8,
-        *,
-        majority=None,
-        kernel="gaussian",
-        sigma2=None,
-        eps=0.5,
-        loss="smoothed_hinge",
-        tol=1e-6,
-        max_iter=100,
-        max_cg=25,
-        dtype="float32",
-    ):
-        store_params(self, locals())
+    majority: Any = None
 
     def fit(self, X, y):
         """Fit the ordinal ranker on ``X`` (taken as given) and levels ``y`` (ordered as they

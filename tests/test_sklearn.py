@@ -365,3 +365,45 @@ def test_unfitted_and_wrong_width(data):
     with pytest.raises(ValueError, match="features"):
         est.decision_function(X[:, :3])
     assert not hasattr(est, "predict_proba")
+
+
+ALL_ESTIMATORS = [
+    RankRCClassifier,
+    RankSVMClassifier,
+    RandomBasisRankClassifier,
+    jaxrank.sklearn.SparseAUCClassifier,
+    jaxrank.sklearn.NystromRankClassifier,
+    jaxrank.sklearn.MultiLevelRankRC,
+    jaxrank.sklearn.RankRCClassifierCV,
+]
+
+
+@pytest.mark.parametrize("cls", ALL_ESTIMATORS)
+def test_parameters_declared_once(cls):
+    """The parameters are dataclass fields (declared once, in the class that introduces them):
+    the generated ``__init__`` is an explicit signature, the first parameter positional and the
+    rest keyword-only, every one stored unchanged; equality, hashing and ``repr`` stay
+    scikit-learn's."""
+    import dataclasses
+    import inspect
+
+    from sklearn.base import clone
+
+    sig = inspect.signature(cls)
+    kinds = [p.kind for p in sig.parameters.values()]
+    assert kinds[0] is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert set(kinds[1:]) == {inspect.Parameter.KEYWORD_ONLY}
+    assert sorted(sig.parameters) == sorted(cls().get_params())
+    assert sorted(sig.parameters) == sorted(f.name for f in dataclasses.fields(cls))
+    values = {name: object() for name in sig.parameters}  # any value is stored as given
+    est = cls(**values)
+    assert all(getattr(est, name) is v for name, v in values.items())
+    first = next(iter(sig.parameters))
+    est = cls(0.25)
+    assert getattr(est, first) == 0.25
+    with pytest.raises(TypeError):
+        cls(0.25, 0.5)  # only the first parameter is positional
+    twin = clone(est)
+    assert twin is not est and twin != est and len({est, twin}) == 2  # identity, hashable
+    assert repr(est) == f"{cls.__name__}({first}=0.25)"  # scikit-learn's: changed params only
+    assert repr(cls()) == f"{cls.__name__}()"
