@@ -47,11 +47,7 @@ from jaxrank import _buckets, _cache
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._precision import HIGHEST as _HI
-from jaxrank._validation import (
-    check_cast,
-    check_lam_dtype,
-    check_positive,
-)
+from jaxrank._validation import check_cast, check_lam_dtype, check_positive
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
 from jaxrank.model import RankModel, warn_stopped
