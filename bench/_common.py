@@ -461,7 +461,7 @@ def pyplot():
     return plt
 
 
-def style_axes(ax, title=None, xlabel=None, *, xlog=False, ylog=False, xticks=None, grid="both"):
+def style_axes(ax, title=None, xlabel=None, *, xlog=False, ylog=False, xticks=None):
     """Title, x label, log scales, explicit x ticks (labelled ``1,000``; no minor labels), grid."""
     if xlog:
         ax.set_xscale("log")
@@ -476,8 +476,7 @@ def style_axes(ax, title=None, xlabel=None, *, xlog=False, ylog=False, xticks=No
         ax.set_xlabel(xlabel)
     if title:
         ax.set_title(title)
-    if grid:
-        ax.grid(True, which=grid, alpha=0.3)
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def save_figure(fig, path, *, title: str | None = None, quick=False, dpi: int = 110) -> Path:
@@ -680,7 +679,7 @@ def objective_hvp_batched(K, Krr, lams, windows, vs, loss, n_pos, n_neg, block=N
 # ---- added for g3
 
 
-def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped=None):
+def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped):
     """The size loop of fig6 and fig5_multilevel: per size m, ``(e, ctx) = entry(m)`` (``e`` a
     dict with ``"methods": {}``) and ``e["methods"][name] = fit(ctx, name)`` per method, a line
     printed per fit. A method whose fit takes over ``cap`` seconds (``fit_s``, or a result marked
@@ -691,8 +690,7 @@ def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped
         e, ctx = entry(m)
         for name in methods:
             if name in stopped:
-                more = skipped(e, name) if skipped else {}
-                e["methods"][name] = {"skipped": True, "reason": stopped[name], **more}
+                e["methods"][name] = {"skipped": True, "reason": stopped[name], **skipped(e, name)}
                 continue
             t0 = time.perf_counter()
             res = e["methods"][name] = fit(ctx, name)
