@@ -407,6 +407,14 @@ def fmt_bytes(b: float | None) -> str:
     return f"{b / 2**20:.1f} MiB"
 
 
+def fmt_pm(mean: float | None, se: float | None = None, scale: float = 100) -> str:
+    """``scale · mean ± scale · se`` to one decimal (``92.3 ± 1.4``): no ``±`` part for a
+    missing or NaN ``se``, ``-`` for a missing or NaN ``mean``."""
+    if mean is None or np.isnan(mean):
+        return "-"
+    return f"{scale * mean:.1f}" + ("" if se is None or np.isnan(se) else f" ± {scale * se:.1f}")
+
+
 def print_table(
     title: str | None, header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0
 ) -> None:

@@ -463,8 +463,7 @@ def rankrc_check(result: dict) -> dict:
     return out
 
 
-def _pm(mean: float, se: float) -> str:
-    return f"{mean:.1f}" + ("" if math.isnan(se) else f" ± {se:.1f}")
+_pm = lambda mean, se: C.fmt_pm(mean, se, scale=1)  # in points already
 
 
 def _plan_mark(res: dict, m: str) -> str:

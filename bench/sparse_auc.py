@@ -21,7 +21,6 @@ split (Table 3): beside ours, not the same protocol. ``fit`` times the refit at 
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -55,12 +54,11 @@ paper_gap = lambda name: 100 * (PAPER[name]["ranksvm"][0] - PAPER[name]["greedy"
 
 def _row(name: str, res: dict) -> list[str]:
     g, r = res["summary"]["greedy"], res["summary"]["ranksvm"]
-    se = lambda v: "" if math.isnan(v) else f" ± {100 * v:.1f}"
     pc = lambda t: f"{100 * t[0]:.1f}" + (f" ± {100 * t[1]:.1f}" if t[1] else "") + f" ({t[2]:,})"
     p = PAPER.get(name)
     return [f"{name} ({p['paper_set'] if p else '-'})", f"{res['rows']:,} / {res['rare']}",
-            f"{100 * g['test_auc_mean']:.1f}{se(g['test_auc_se'])}", f"{g['n_basis_mean']:.0f}",
-            f"{100 * r['test_auc_mean']:.1f}{se(r['test_auc_se'])}", f"{r['n_basis_mean']:.0f}",
+            C.fmt_pm(g["test_auc_mean"], g["test_auc_se"]), f"{g['n_basis_mean']:.0f}",
+            C.fmt_pm(r["test_auc_mean"], r["test_auc_se"]), f"{r['n_basis_mean']:.0f}",
             f"{100 * (r['test_auc_mean'] - g['test_auc_mean']):+.1f}",
             f"{g['n_basis_mean'] / r['n_basis_mean']:.2f}", pc(p["greedy"]) if p else "-",
             pc(p["ranksvm"]) if p else "-", f"{paper_gap(name):+.1f}" if p else "-"]  # fmt: skip

@@ -302,14 +302,6 @@ def summarise(runs: list[dict], systems) -> dict:
     return out
 
 
-def _pm(mean, se=None, digits: int = 1) -> str:
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "-"
-    if se is None or math.isnan(se):
-        return f"{100 * mean:.{digits}f}"
-    return f"{100 * mean:.{digits}f} ± {100 * se:.{digits}f}"
-
-
 def markdown(result: dict) -> str:
     """The result as markdown: one table, rows = systems, per data set AUC ± s.e., AM, QM (test
     split, ×100, threshold rule of the module notes) and median fit time; then a second table of
@@ -321,9 +313,9 @@ def markdown(result: dict) -> str:
         row, own_row = [name], [name, SYSTEMS.get(name, {}).get("own_threshold") or "-"]
         for d in sets:
             s = result["datasets"][d]["summary"][name]
-            row += [_pm(s[f"test_{m}_mean"], s[f"test_{m}_se"]) for m in ("auc", "am", "qm")]
+            row += [C.fmt_pm(s[f"test_{m}_mean"], s[f"test_{m}_se"]) for m in ("auc", "am", "qm")]
             row.append(C.fmt_seconds(s["fit_s_median"]))
-            own_row += [_pm(s[f"test_{m}_own_mean"]) for m in ("am", "qm")]
+            own_row += [C.fmt_pm(s[f"test_{m}_own_mean"]) for m in ("am", "qm")]
             own_row.append(C.fmt_seconds(s["predict_s_median"]))
         rows.append(row)
         own_rows.append(own_row)

@@ -285,23 +285,17 @@ def explain(p: dict) -> str:
     return f"{head}. {ctx}. " + ("; ".join(why) if why else "no generator difference explains it")
 
 
-def _cell_text(s: dict) -> str:
-    mean, se = s["test_auc_mean"], s["test_auc_se"]
-    if math.isnan(mean):
-        return "-"
-    return f"{100 * mean:.1f}" + ("" if math.isnan(se) else f" ± {100 * se:.1f}")
-
-
 def markdown(result: dict) -> str:
     """Table 2, ours beside the paper's, then a line per cell on RANK-RC vs the paper."""
     methods = [m for m in METHODS if m in result["settings"]["methods"]]
     st = result["settings"]
+    cell = lambda x: C.fmt_pm(x["test_auc_mean"], x["test_auc_se"])
     rows = []
     for c in result["cells"]:
         s, paper = c["summary"], PAPER_TABLE2[(c["overlap"], c["rho"])]
-        b = _cell_text(s["bayes"])
+        b = cell(s["bayes"])
         rows.append([c["overlap"], f"{round(100 * c['rho'])}%",
-                     *(f"{_cell_text(s[m])} / "
+                     *(f"{cell(s[m])} / "
                        f"{paper[m][0]:.1f} ± {paper[m][1]:.1f}" for m in methods),
                      f"{b} / {PAPER_BAYES[c['overlap']]:.1f}"])  # fmt: skip
     lines = [
