@@ -39,7 +39,6 @@ import warnings
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C
 import jax

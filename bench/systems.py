@@ -32,13 +32,10 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 
 # The working-set QPs (DOPMID, MIBC) factorise small matrices many times; a multi-threaded BLAS
 # on a shared, oversubscribed CPU slows them badly (bench/dopmid_satimage.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C
 import jax
