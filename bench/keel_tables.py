@@ -65,6 +65,7 @@ import _common as C
 import jax
 import numpy as np
 from bases import stratified_split
+from table2 import knn_k_grid as knn_grid  # k = 1, …, ⌊min(100, √m)⌋ (seed 000 Sec. 6)
 
 import jaxrank
 from jaxrank import datasets
@@ -175,11 +176,6 @@ def plan(name: str, method: str, *, quick: bool = False, splits: int | None = No
 
 def lam_grid(kind: str) -> np.ndarray:
     return {"paper": LAM_GRID, "coarse": COARSE_LAM_GRID, "quick": QUICK_LAM_GRID}[kind]
-
-
-def knn_grid(m: int) -> np.ndarray:
-    """k = 1, …, ⌊min(100, √m)⌋ (seed 000 Sec. 6; at least 1)."""
-    return np.arange(1, max(1, math.floor(min(100.0, math.sqrt(m)))) + 1)
 
 
 def xgb_grid(quick: bool = False) -> list[tuple[int, int]]:

@@ -40,7 +40,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import _common as C
 import jax
 import numpy as np
-from bases import TEST_FRAC, VAL_FRAC, keel_header, keel_splits, mean_se
+from bases import TEST_FRAC, VAL_FRAC, _auc, keel_header, keel_splits, mean_se
 
 import jaxrank
 from jaxrank import datasets, metrics
@@ -112,10 +112,6 @@ def best_threshold(y, scores, measure: str) -> float:
     else:
         raise ValueError(f"measure must be 'am' or 'qm', got {measure!r}.")
     return float(t[np.flatnonzero(value >= np.max(value) - 1e-12)[0]])  # ties within 1e-12
-
-
-def _auc(y, scores) -> np.ndarray:
-    return np.asarray(metrics.auc(y, np.asarray(scores)), dtype=np.float64)
 
 
 def _decision(model):
