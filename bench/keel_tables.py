@@ -598,11 +598,8 @@ def parse_args(argv=None):
     p.add_argument("--split-seed", type=int, default=0, help="seed of the splits")
     p.add_argument("--render", type=Path, help="only re-render the markdown (beside the JSON, "
                    ".md) and PNG of a written JSON")  # fmt: skip
-    args = p.parse_args(argv)
-    if args.datasets is None:
-        args.datasets = ["ecoli3"] if args.quick else list(RUN_ORDER)
-    if args.quick and args.splits is None:
-        args.splits = 2
+    quick, full = dict(datasets=("ecoli3",), splits=2), dict(datasets=RUN_ORDER)
+    args = C.mode_defaults(p.parse_args(argv), quick, full)
     if args.splits is not None and args.splits < 1:
         p.error("--splits must be at least 1")
     if args.folds is not None and args.folds < 2:

@@ -173,10 +173,7 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=1, help="warm fits timed")
     p.add_argument("--child", choices=METHODS, default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-out", type=Path, default=None, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    P = QUICK if args.quick else FULL
-    args.m, args.test = args.m or P["m"], args.test or P["test"]
-    return args
+    return C.mode_defaults(p.parse_args(argv), QUICK, FULL)
 
 
 def main(argv=None) -> int:
