@@ -106,7 +106,8 @@ def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarr
     return np.setdiff1d(np.arange(y.size), held), held
 
 
-def _auc(y, scores) -> np.ndarray:
+def auc_f64(y, scores) -> np.ndarray:
+    """:func:`jaxrank.metrics.auc` as float64 (one value, or one per row of a score grid)."""
     return np.asarray(metrics.auc(y, scores), dtype=np.float64)
 
 
@@ -137,10 +138,10 @@ def run_method(name, data, *, key, lams, greedy_lams, kappa, repeats, budget, se
         t0 = time.perf_counter()
         if search == "grid" and name != "greedy":
             model = fit(Xf, yf, grid)
-            val, statuses = _auc(yv, model.decision_function(Xv)), C.status_names(model)
+            val, statuses = auc_f64(yv, model.decision_function(Xv)), C.status_names(model)
         else:
             models = [fit(Xf, yf, float(lam)) for lam in grid]
-            val = np.asarray([float(_auc(yv, m.decision_function(Xv))) for m in models])
+            val = np.asarray([float(auc_f64(yv, m.decision_function(Xv))) for m in models])
             statuses = [C.status_names(m) for m in models]
         select_s = time.perf_counter() - t0
     i = pick_lambda(grid, val)
@@ -152,7 +153,7 @@ def run_method(name, data, *, key, lams, greedy_lams, kappa, repeats, budget, se
     return {
         "lam": lam, "log2_lam": float(np.log2(lam)), "lam_grid": grid.tolist(),
         "val_auc_grid": val.tolist(), "val_auc": float(val[i]),
-        "test_auc": float(_auc(yt, scores)), "n_basis": model.n_basis,
+        "test_auc": float(auc_f64(yt, scores)), "n_basis": model.n_basis,
         "n_basis_frac": model.n_basis / int(np.asarray(yr).size),
         "status": C.status_names(model),
         "newton_iterations": int(np.asarray(model.info.iterations)),
@@ -187,7 +188,7 @@ def run_simulated(cfg: dict, methods, **kw) -> dict:
         draws = [datasets.make_rare_class(cfg[f"m_{s}"], RHO, None, centers=centers, key=k)
                  for s, k in zip(("train", "val", "test"), keys, strict=True)]  # fmt: skip
         (Xtr, ytr), (Xva, yva), (Xte, yte) = draws
-        bayes = float(_auc(yte, datasets.bayes_scores(Xte, centers)))
+        bayes = float(auc_f64(yte, datasets.bayes_scores(Xte, centers)))
         Xtr_s, Xva_s, Xte_s = standardise(Xtr, Xva, Xte)
         # "ref": the model fitted on the training rows at the chosen λ
         data = {"fit": (Xtr_s, ytr), "val": (Xva_s, yva), "ref": (Xtr_s, ytr), "test": (Xte_s, yte)}

@@ -40,7 +40,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import _common as C
 import jax
 import numpy as np
-from bases import TEST_FRAC, VAL_FRAC, _auc, keel_header, keel_splits, mean_se
+from bases import TEST_FRAC, VAL_FRAC, auc_f64, keel_header, keel_splits, mean_se
 
 import jaxrank
 from jaxrank import datasets, metrics
@@ -179,7 +179,7 @@ def _fit_auc(name, hp, n, fit_data, val_data, *, key, opts) -> list[float]:
         if name != "mibc" or "singular" not in str(err):
             raise
         return [float("nan")] * n
-    return [float(a) for a in np.atleast_1d(_auc(val_data[1], _scores(model, val_data[0])))]
+    return [float(a) for a in np.atleast_1d(auc_f64(val_data[1], _scores(model, val_data[0])))]
 
 
 def validate(name: str, grid: list, fit_data, val_data, *, key, opts, search: str = "grid"):
@@ -228,8 +228,8 @@ def run_system(name, data, *, key, grids, opts, repeats, budget, chosen, search=
         pred_t = C.time_median(_decision(model), Xt, repeats=repeats)
     rec = {"hp": list(hp) if isinstance(hp, tuple) else hp,
            "hp_grid": [list(g) if isinstance(g, tuple) else g for g in grid],
-           "val_auc_grid": val, "val_auc": val[i], "test_auc": float(_auc(yt, s_test)),
-           "train_auc": float(_auc(yr, s_train))}  # fmt: skip
+           "val_auc_grid": val, "val_auc": val[i], "test_auc": float(auc_f64(yt, s_test)),
+           "train_auc": float(auc_f64(yr, s_train))}  # fmt: skip
     own = np.asarray(model.predict(Xt)) if SYSTEMS[name]["own_threshold"] else None
     for m in ("am", "qm"):
         t = rec[f"threshold_{m}"] = best_threshold(yr, s_train, m)
