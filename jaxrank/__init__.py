@@ -35,6 +35,7 @@ from jaxrank import (
     nystrom,
     pairwise,
     push,
+    ranking,
     select,
     solver,
     stochastic,
@@ -56,6 +57,7 @@ from jaxrank.mibc import fit_mibc
 from jaxrank.multilevel import fit_multilevel
 from jaxrank.nystrom import nystrom_features
 from jaxrank.push import fit_push
+from jaxrank.ranking import pairwise_auc, pairwise_loss
 from jaxrank.select import SelectionResult, select_lambda
 from jaxrank.solver import SolverInfo, Status
 from jaxrank.stochastic import fit_rankrc_stochastic
@@ -103,7 +105,10 @@ __all__ = [
     "nystrom",
     "nystrom_features",
     "pairwise",
+    "pairwise_auc",
+    "pairwise_loss",
     "push",
+    "ranking",
     "select",
     "select_lambda",
     "set_compilation_cache",

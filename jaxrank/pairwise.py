@@ -63,6 +63,13 @@ class Windows(NamedTuple):
       active: ``(m−,)`` bool, ``b_j > a_j`` (the negative has at least one quadratic pair).
       nl: ``(m+,)`` int32, per sorted positive, the number of negatives in its linear piece.
       nq: ``(m+,)`` int32, per sorted positive, the number of negatives in its quadratic piece.
+      wp: ``(m+,)`` weights of the sorted positives, or ``None`` (all 1). With weights, a pair
+        ``(i, j)`` counts ``wp_i wn_j`` times, and ``nl``, ``nq`` are weighted sums of
+        ``wn`` in the dtype of the scores.
+      wn: ``(m−,)`` weights of the negatives, or ``None`` (all 1).
+      start: ``(m−,)`` int32, the first sorted positive negative ``j`` is compared with, or
+        ``None`` (0: every positive). Segments (one ranking per query) sort the positives by
+        (segment, score): negative ``j``'s linear window is ``[start_j, a_j)``.
     """
 
     order: jax.Array
@@ -73,6 +80,9 @@ class Windows(NamedTuple):
     active: jax.Array
     nl: jax.Array
     nq: jax.Array
+    wp: jax.Array | None = None
+    wn: jax.Array | None = None
+    start: jax.Array | None = None
 
 
 # Every operator is written once, natively over a leading batch axis ``(B, n)`` with flat
@@ -267,41 +277,104 @@ def _mask_padding(fp: jax.Array, fn: jax.Array, counts):
     top = jnp.maximum(jnp.max(jnp.where(vp, fp, -inf), axis=1, keepdims=True),
                       jnp.max(jnp.where(vn, fn, -inf), axis=1, keepdims=True) + 1)  # fmt: skip
     bottom = jnp.min(jnp.where(vp, fp, inf), axis=1, keepdims=True)
+    # a ranking with no positive (or no negative) at all, as in a minibatch: finite margins
+    top = jnp.where(jnp.isfinite(top), top, 0)
+    bottom = jnp.where(jnp.isfinite(bottom), bottom, top)
     # margins relative to the magnitude, so that they survive rounding at any scale
     big = top + jnp.maximum(1, jnp.abs(top))
     small = bottom - 1 - jnp.maximum(1, jnp.abs(bottom))
-    shift = jnp.sum(jnp.where(vp, fp, 0), axis=1, keepdims=True) / n_pos.astype(dt)
+    shift = jnp.sum(jnp.where(vp, fp, 0), axis=1, keepdims=True) / jnp.maximum(n_pos, 1).astype(dt)
     return jnp.where(vp, fp, big), jnp.where(vn, fn, small), shift, n_pos[:, 0]
 
 
-def windows_b(fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=None):
+def windows_b(
+    fp, fn, loss: PiecewiseQuadratic, with_sq: bool = False, counts=None, *, wp=None, wn=None,
+    seg=None, presorted: bool = False,
+):  # fmt: skip
+    # wp, wn: per-entry weights (None: 1). seg: (seg_pos, seg_neg) int32 segment ids, the
+    # positives sorted by (segment, score) (requires presorted): windows stay in a segment.
+    # presorted: fp is already ascending (then wp is in that order too).
     dt = fp.dtype
     n_pos = fp.shape[1]
     if counts is None:
         shift, n_valid = jnp.mean(fp, axis=-1, keepdims=True), None
     else:
         fp, fn, shift, n_valid = _mask_padding(fp, fn, counts)
-    fp_sorted, order = _sort_with_order(fp)
+    if presorted:
+        fp_sorted = fp
+        order = jax.lax.broadcasted_iota(jnp.int32, fp.shape, 1)
+    else:
+        fp_sorted, order = _sort_with_order(fp)
+        wp = None if wp is None else flat_take(wp, order)
     lo = loss_col(loss.lo, dt)
     # Pieces are decided on the unshifted scores: pair (i, j) is linear iff f_i < f_j + lo and
     # quadratic iff f_j + lo ≤ f_i < f_j + 1 (a tie at a breakpoint takes the upper piece).
-    # both boundaries in one search: the cell table is built once, and the program holds one
-    # copy of the search (its two branches) instead of two (compile time, issue 16)
-    ab = _searchsorted_rows(fp_sorted, jnp.concatenate([fn + lo, fn + 1], axis=1), n_valid)
-    a, b = ab[:, : fn.shape[1]], ab[:, fn.shape[1] :]
+    start = None
+    if seg is None:
+        # both boundaries in one search: the cell table is built once, and the program holds
+        # one copy of the search (its two branches) instead of two (compile time, issue 16)
+        q = jnp.concatenate([fn + lo, fn + 1], axis=1)
+        ab = _searchsorted_rows(fp_sorted, q, n_valid)
+        a, b = ab[:, : fn.shape[1]], ab[:, fn.shape[1] :]
+    else:
+        a, b, start = _segment_bounds(fp_sorted, seg, fn, lo, n_valid)
     sp = fp_sorted - shift
     fn = fn - shift
     active = b > a
-    # nl_k = #{j : a_j > k}, nq_k = #{j : a_j ≤ k < b_j} (an empty window cancels in its bin)
-    hist_a, hist_b = _hist(a, None, n_pos), _hist(b, None, n_pos)
-    nl, nq = _above(hist_a), _between(hist_a, hist_b)
+    # nl_k = #{j : start_j ≤ k < a_j}, nq_k = #{j : a_j ≤ k < b_j} (weighted by wn when given;
+    # an empty window cancels in its bin)
+    hist_a, hist_b = _hist(a, wn, n_pos), _hist(b, wn, n_pos)
+    nl = _above(hist_a) if start is None else _between(_hist(start, wn, n_pos), hist_a)
+    nq = _between(hist_a, hist_b)
     # with the value, Σ_{j∈Q(k)} (1 + f_j) over the active negatives only: no cancellation of
     # m−-long sums of large values in float32
     if with_sq:
         vals = jnp.where(active, 1 + fn, 0)
-        sq = _in_window(a, b, vals, n_pos)
-    w = Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq)
+        sq = _in_window(a, b, vals if wn is None else vals * wn, n_pos)
+    w = Windows(order=order, sp=sp, fn=fn, a=a, b=b, active=active, nl=nl, nq=nq, wp=wp,
+                wn=wn, start=start)  # fmt: skip
     return (w, sq) if with_sq else w
+
+
+def _segment_bounds(fp_sorted, seg, fn, lo, n_valid):
+    # Per negative j of segment s_j: start_j, a_j, b_j = the number of sorted positives below
+    # (s_j, −∞), (s_j, f_j + lo) and (s_j, f_j + 1) in (segment, score) order, over the first
+    # n_valid positives (the rest is padding). A padded negative (segment −1) gets the empty
+    # windows [0, 0).
+    seg_p, seg_n = seg
+    m = fn.shape[1]
+    q_seg = jnp.concatenate([seg_n] * 3, axis=1)
+    q_val = jnp.concatenate([jnp.full_like(fn, -jnp.inf), fn + lo, fn + 1], axis=1)
+    pos = bisect_rows(fp_sorted, seg_p, q_val, q_seg, n_valid)
+    pos = jnp.where(q_seg >= 0, pos, 0)
+    return pos[:, m : 2 * m], pos[:, 2 * m :], pos[:, :m]
+
+
+def bisect_rows(sorted_f, sorted_seg, q, q_seg, n_valid=None, right: bool = False):
+    """Per row: ``#{k < n_valid : (seg_k, f_k) < (q_seg, q)}`` in lexicographic order (``≤`` on
+    the score when ``right``), by a bisection of ``⌈log2(n + 1)⌉`` gather passes.
+
+    ``sorted_f``, ``sorted_seg``: ``(B, n)`` sorted by (segment, score); ``q``, ``q_seg``:
+    ``(B, k)`` queries; ``n_valid``: ``(B,)`` real entries (the rest is ignored), or ``None``.
+    """
+    B, n = sorted_f.shape
+    top = jnp.full((B, 1), n, jnp.int32) if n_valid is None else n_valid[:, None]
+    flat_f, flat_s = sorted_f.ravel(), sorted_seg.ravel()
+    off = _offsets(B, n)
+
+    def step(_, lohi):
+        lo_, hi = lohi
+        mid = (lo_ + hi) // 2
+        k = jnp.minimum(mid, n - 1) + off
+        s_mid, f_mid = flat_s[k], flat_f[k]
+        below = (f_mid <= q) if right else (f_mid < q)
+        less = (s_mid < q_seg) | ((s_mid == q_seg) & below)
+        go = (lo_ < hi) & less
+        return jnp.where(go, mid + 1, lo_), jnp.where(go | (lo_ >= hi), hi, mid)
+
+    lo0 = jnp.zeros(q.shape, jnp.int32)
+    hi0 = jnp.broadcast_to(top, q.shape)
+    return jax.lax.fori_loop(0, max(1, n.bit_length()), step, (lo0, hi0))[0]
 
 
 def loss_col(v, dt):
@@ -309,40 +382,65 @@ def loss_col(v, dt):
     return v[:, None] if v.ndim else v
 
 
-def _value_and_grad_b(fp, fn, loss, counts=None):
-    w, sq = windows_b(fp, fn, loss, with_sq=True, counts=counts)
+def _value_and_grad_b(fp, fn, loss, counts=None, **opts):
+    # opts: wp, wn, seg, presorted of windows_b (weighted pairs, segments, sorted input)
+    w, sq = windows_b(fp, fn, loss, with_sq=True, counts=counts, **opts)
     dt = fp.dtype
     q = loss_col(loss.q, dt)
     c = loss_col(loss.c, dt)
-    P1 = prefix_sum(w.sp)
-    P2 = prefix_sum(w.sp * w.sp)
+    wsp = w.sp if w.wp is None else w.wp * w.sp
+    P1 = prefix_sum(wsp)
+    P2 = prefix_sum(wsp * w.sp)
     P1a = flat_take(P1, w.a)
     S1 = flat_take(P1, w.b) - P1a
     S2 = flat_take(P2, w.b) - flat_take(P2, w.a)
-    af = w.a.astype(dt)
-    nqn = (w.b - w.a).astype(dt)
+    af, nqn = _window_weights(w, dt)
+    if w.start is not None:
+        P1a = P1a - flat_take(P1, w.start)
     u = w.fn
     one_u = 1 + u
     lin = af * (c + u) - P1a
     quad = q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
-    value = row_sum(lin + quad)
+    terms = lin + quad
     grad_neg = af + 2 * q * (nqn * one_u - S1)
+    if w.wn is not None:
+        terms, grad_neg = w.wn * terms, w.wn * grad_neg
+    value = row_sum(terms)
     # sq is a running sum (a difference array); where no window is open it is 0 exactly, not
     # the sum's rounding residue (which padded positives would otherwise pass to g @ K)
     sq = jnp.where(w.nq > 0, sq, 0)
     grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
+    if w.wp is not None:
+        grad_sorted = w.wp * grad_sorted
     return value, unsort(w.order, grad_sorted), grad_neg, w
+
+
+def _window_weights(w: Windows, dt):
+    # Per negative: the (weighted) number of positives in its linear window [start, a) and in
+    # its quadratic window [a, b).
+    if w.wp is None:
+        af = w.a if w.start is None else w.a - w.start
+        return af.astype(dt), (w.b - w.a).astype(dt)
+    W = prefix_sum(w.wp)
+    Wa = flat_take(W, w.a)
+    af = Wa if w.start is None else Wa - flat_take(W, w.start)
+    return af, flat_take(W, w.b) - Wa
 
 
 def _hvp_b(w: Windows, dp, dn, loss):
     dt = dp.dtype
     q2 = 2 * loss_col(loss.q, dt)
     ds = jnp.take_along_axis(dp, w.order, axis=-1)
-    DP = prefix_sum(ds)
-    h_neg = q2 * ((w.b - w.a).astype(dt) * dn - (flat_take(DP, w.b) - flat_take(DP, w.a)))
-    dq = jnp.where(w.active, dn, 0)
+    DP = prefix_sum(ds if w.wp is None else w.wp * ds)
+    nqn = _window_weights(w, dt)[1]
+    h_neg = q2 * (nqn * dn - (flat_take(DP, w.b) - flat_take(DP, w.a)))
+    dq = jnp.where(w.active, dn if w.wn is None else w.wn * dn, 0)
     sd = jnp.where(w.nq > 0, _in_window(w.a, w.b, dq, dp.shape[1]), 0)  # as sq above
     h_sorted = q2 * (w.nq.astype(dt) * ds - sd)
+    if w.wn is not None:
+        h_neg = w.wn * h_neg
+    if w.wp is not None:
+        h_sorted = w.wp * h_sorted
     return unsort(w.order, h_sorted), h_neg
 
 

@@ -106,3 +106,32 @@ def multilevel_objective(beta, K, Krr, levels, lam, loss, v):
     grad = K.T @ g / n_pairs + lam * Krr @ beta
     Hv = K.T @ h / n_pairs + lam * Krr @ v
     return F, grad, Hv
+
+
+def ranking_loss_oracle(s, pos, keep, w, seg, loss, d):
+    """Σ over (positive, negative) pairs of one segment of w_i w_j ℓ(f_i − f_j), its gradient and
+    its Hessian times ``d``, by a pair loop over one ranking (masked entries enter no pair)."""
+    lo, q, c = (float(v) for v in loss)
+    s, w, d = (np.asarray(v, np.float64) for v in (s, w, d))
+    value, pairs = 0.0, 0.0
+    g = np.zeros_like(s)
+    h = np.zeros_like(s)
+    for i in np.flatnonzero(pos & keep):
+        for j in np.flatnonzero(~pos & keep):
+            if seg[i] != seg[j]:
+                continue
+            ww = w[i] * w[j]
+            pairs += ww
+            z = s[i] - s[j]
+            if s[i] < s[j] + lo:
+                value += ww * (c - z)
+                g[i] -= ww
+                g[j] += ww
+            elif s[i] < s[j] + 1:
+                value += ww * q * (1 - z) ** 2
+                gz = -2 * q * (1 - z) * ww
+                g[i] += gz
+                g[j] -= gz
+                h[i] += 2 * q * ww * (d[i] - d[j])
+                h[j] += 2 * q * ww * (d[j] - d[i])
+    return value, pairs, g, h

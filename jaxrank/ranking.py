@@ -1,0 +1,361 @@
+"""The pairwise AUC surrogate as a differentiable JAX loss over ``[..., n]`` scores.
+
+For scores ``f``, labels (the positive class where ``True`` / ``> 0``), optional entry weights
+``w`` and segments (one ranking per query or group), :func:`pairwise_loss` is (seed 000
+eq. 13's data term; weighted pairs as in a weighted Mann-Whitney statistic)::
+
+    L(f) = Σ_{i ∈ +} Σ_{j ∈ −, seg_j = seg_i} w_i w_j ℓ(f_i − f_j)           reduce="sum"
+    L(f) / Σ_{i ∈ +} Σ_{j ∈ −, seg_j = seg_i} w_i w_j                        reduce="mean"
+
+per ranking (one value per leading index), with ``ℓ`` a piecewise-quadratic surrogate of the
+0-1 ranking loss (:mod:`jaxrank.losses`). ``reduce="mean"`` is the RankRC objective's
+normalisation (``1/(m+ m−)`` without weights), so a network trained with it optimises the same
+quantity a kernel fit reports as ``info.objective`` minus the regulariser.
+
+It never forms the pair matrix: one sort of the ``n`` entries per ranking by (class, segment,
+score) puts the positives first, sorted; each negative's linear and quadratic windows over them
+come from a search, and the window sums from prefix sums — the sorted-window operators of
+:mod:`jaxrank.pairwise` that the solver's own objective uses (value, gradient and
+Hessian-vector product all O(n log n), DESIGN §3). Masked entries (``where=False``) sort last
+and enter no pair, so a masked call costs what an unmasked one does.
+
+Derivatives: :func:`pairwise_loss` with ``reduce="mean"`` or ``"sum"`` carries a custom JVP
+whose tangent is the operators' analytic gradient and whose second order is their
+Hessian-vector product, so ``jax.grad``, ``jax.value_and_grad``, ``jax.jvp``, ``jax.hessian``
+and forward-over-reverse HVPs cost one sort plus O(n) work and equal the pair loop's exact
+derivatives (``tests/test_ranking.py``). The loss is differentiated with respect to the scores
+only: labels, masks, segments, weights and ε are data (their tangents are dropped).
+
+Which surrogates fit: any ``ℓ`` that is a polynomial of degree ≤ 2 on each of its three pieces
+(smoothed hinge, squared hinge, hinge), because a window sum of ``(1 − f_i + f_j)²`` splits into
+prefix sums of ``1, f, f²``. The logistic ``log(1 + e^{−z})`` does not split that way (no
+finite set of prefix sums gives ``Σ_j log(1 + e^{f_j − f_i})``), so an exact all-pairs logistic
+loss costs O(n+ n−) and is not offered.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jaxrank import losses as _losses
+from jaxrank import pairwise as _pw
+from jaxrank.losses import PiecewiseQuadratic
+
+__all__ = ["pairwise_auc", "pairwise_loss"]
+
+_REDUCE = ("mean", "sum", "none")
+
+
+def _resolve_loss(loss, eps) -> PiecewiseQuadratic:
+    if isinstance(loss, PiecewiseQuadratic):
+        return loss
+    if loss == "logistic":
+        raise ValueError(
+            "loss='logistic' has no exact O(n log n) form: the sorted windows need a loss that "
+            "is quadratic on each piece (see jaxrank.ranking); use 'smoothed_hinge', "
+            "'squared_hinge' or 'hinge'."
+        )
+    if loss == "smoothed_hinge":
+        if not isinstance(eps, jax.core.Tracer) and not (float(eps) > 0):
+            raise ValueError(f"eps must be > 0 for the smoothed hinge, got {eps!r}.")
+        return _losses.smoothed_hinge(eps)
+    return _losses.get_loss(loss, eps)
+
+
+def _float_scores(scores) -> jax.Array:
+    s = jnp.asarray(scores)
+    if not jnp.issubdtype(s.dtype, jnp.floating):
+        s = s.astype(jax.dtypes.canonicalize_dtype(jnp.float64))
+    if s.ndim == 0:
+        raise ValueError("scores must have at least one axis ([..., n]); got a scalar.")
+    return s
+
+
+def _broadcast(name, x, shape, dtype=None):
+    if x is None:
+        return None
+    x = jnp.asarray(x) if dtype is None else jnp.asarray(x).astype(dtype)
+    try:
+        return jnp.broadcast_to(x, shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} of shape {jnp.shape(x)} does not broadcast to the scores' {shape}."
+        ) from None
+
+
+class _Layout:
+    """One ranking per row of a ``(B, n)`` batch, laid out for the pairwise operators.
+
+    One sort per row by (class, segment, score), class 0 = positive, 1 = negative, 2 = masked:
+    the positives come first in (segment, score) order (``fp``, ``n_pos`` real entries, the
+    rest padding), the negatives next (``fn``, gathered to the front, ``n_neg`` real).
+    """
+
+    def __init__(self, s, pos, keep, seg, w):
+        B, n = s.shape
+        cls = jnp.where(keep, jnp.where(pos, 0, 1), 2).astype(jnp.int32)
+        iota = jax.lax.broadcasted_iota(jnp.int32, (B, n), 1)
+        keys = (cls,) if seg is None else (cls, seg)
+        payload = (s, iota) if w is None else (s, iota, w)
+        out = jax.lax.sort((*keys, *payload), dimension=1, num_keys=len(keys) + 1)
+        self.fp, self.perm = out[len(keys)], out[len(keys) + 1]
+        self.n_pos = jnp.sum(cls == 0, axis=1, dtype=jnp.int32)
+        self.n_neg = jnp.sum(cls == 1, axis=1, dtype=jnp.int32)
+        # negatives from position n_pos on, moved to the front (their layout in fn)
+        self.neg_idx = jnp.minimum(iota + self.n_pos[:, None], n - 1)
+        self.fn = _pw.flat_take(self.fp, self.neg_idx)
+        self.wp = None if w is None else out[-1]
+        self.wn = None if w is None else _pw.flat_take(out[-1], self.neg_idx)
+        self.seg = None
+        if seg is not None:
+            seg_n = _pw.flat_take(out[1], self.neg_idx)
+            self.seg = (out[1], jnp.where(iota < self.n_neg[:, None], seg_n, -1))
+
+    def next_segment(self):
+        # the negatives' segment ids + 1: bounds below (s + 1, −∞) end segment s
+        seg_p, seg_n = self.seg
+        return seg_p, jnp.where(seg_n >= 0, seg_n + 1, -1)
+
+    def counts(self):
+        return self.n_pos, self.n_neg
+
+    def opts(self):
+        return dict(wp=self.wp, wn=self.wn, seg=self.seg, presorted=True)
+
+    def sorted_to_entries(self, gp, gn):
+        # (B, n) per-entry values in the input order from the fp / fn layouts
+        n = gp.shape[1]
+        k = jax.lax.broadcasted_iota(jnp.int32, gp.shape, 1)
+        from_neg = _pw.flat_take(gn, jnp.clip(k - self.n_pos[:, None], 0, n - 1))
+        is_neg = (k >= self.n_pos[:, None]) & (k < (self.n_pos + self.n_neg)[:, None])
+        g_sorted = jnp.where(k < self.n_pos[:, None], gp, jnp.where(is_neg, from_neg, 0))
+        return _pw.unsort(self.perm, g_sorted)
+
+    def entries_to_sorted(self, t):
+        tp = _pw.flat_take(t, self.perm)
+        return tp, _pw.flat_take(tp, self.neg_idx)
+
+
+def _value_grad_windows(s, pos, keep, seg, w, loss):
+    lay = _Layout(s, pos, keep, seg, w)
+    value, gp, gn, win = _pw._value_and_grad_b(lay.fp, lay.fn, loss, lay.counts(), **lay.opts())
+    return value, lay.sorted_to_entries(gp, gn), win, lay
+
+
+@jax.custom_jvp
+def _sum_loss(s, pos, keep, seg, w, loss):
+    return _value_grad_windows(s, pos, keep, seg, w, loss)[0]
+
+
+@_sum_loss.defjvp
+def _sum_loss_jvp(primals, tangents):
+    value, g = _sum_loss_value_grad(*primals)
+    return value, jnp.sum(g * tangents[0], axis=-1)
+
+
+@jax.custom_jvp
+def _sum_loss_value_grad(s, pos, keep, seg, w, loss):
+    value, g, _, _ = _value_grad_windows(s, pos, keep, seg, w, loss)
+    return value, g
+
+
+@_sum_loss_value_grad.defjvp
+def _sum_loss_value_grad_jvp(primals, tangents):
+    s, pos, keep, seg, w, loss = primals
+    t = tangents[0]
+    value, g, win, lay = _value_grad_windows(s, pos, keep, seg, w, loss)
+    tp, tn = lay.entries_to_sorted(t)
+    hp, hn = _pw._hvp_b(win, tp, tn, loss)
+    return (value, g), (jnp.sum(g * t, axis=-1), lay.sorted_to_entries(hp, hn))
+
+
+def _pair_weight(pos, keep, seg, w, dt):
+    # Σ over the (positive, negative) pairs of each segment of w_i w_j, per row
+    if seg is None:
+        one = jnp.ones((), dt) if w is None else w
+        wp = jnp.sum(jnp.where(keep & pos, one, 0), axis=1, dtype=dt)
+        wn = jnp.sum(jnp.where(keep & ~pos, one, 0), axis=1, dtype=dt)
+        return wp * wn
+    # per negative: the (weighted) positives of its segment, [below (s, −∞), below (s + 1, −∞))
+    lay = _Layout(jnp.zeros(pos.shape, dt), pos, keep, seg, w)
+    begin = _pw._segment_bounds(lay.fp, lay.seg, lay.fn, -jnp.inf, lay.n_pos)[2]
+    end = _pw._segment_bounds(lay.fp, lay.next_segment(), lay.fn, -jnp.inf, lay.n_pos)[2]
+    W = _positive_prefix(lay, dt)
+    per_neg = _pw.flat_take(W, end) - _pw.flat_take(W, begin)
+    if lay.wn is not None:
+        per_neg = per_neg * lay.wn
+    return jnp.sum(per_neg, axis=1)
+
+
+def _positive_prefix(lay: _Layout, dt):
+    # prefix sums of the real positives' weights (1 without weights) in sorted order
+    k = jax.lax.broadcasted_iota(jnp.int32, lay.fp.shape, 1)
+    one = jnp.ones((), dt) if lay.wp is None else lay.wp
+    return _pw.prefix_sum(jnp.where(k < lay.n_pos[:, None], one, 0).astype(dt))
+
+
+def pairwise_loss(
+    scores,
+    labels,
+    *,
+    loss: str | PiecewiseQuadratic = "smoothed_hinge",
+    eps=0.5,
+    where=None,
+    weights=None,
+    segments=None,
+    reduce: str = "mean",
+) -> jax.Array:
+    """The all-pairs ranking surrogate of ``scores``, exact, in O(n log n) per ranking.
+
+    Implements the data term of the RankRC objective (seed 000 eq. 13)::
+
+        L = Σ_{i∈+} Σ_{j∈−} w_i w_j ℓ(f_i − f_j)  [/ Σ_{i∈+} Σ_{j∈−} w_i w_j for "mean"]
+
+    over the pairs of each ranking (and of each segment within it), with ``ℓ`` the ε-smoothed
+    hinge (linear below ``1 − 2ε``, ``(1 − z)²/(4ε)`` up to 1, zero above), the squared hinge
+    or the hinge. Works under ``jit`` and ``vmap``; ``grad``, ``jvp``, ``hessian`` and HVPs
+    with respect to ``scores`` are exact (module notes).
+
+    Args:
+      scores: ``[..., n]`` float scores; the leading axes are independent rankings.
+      labels: ``[..., n]`` (broadcastable), the positive (rare) class where ``True`` or > 0.
+      loss: ``"smoothed_hinge"`` (default), ``"squared_hinge"``, ``"hinge"`` or a
+        :class:`~jaxrank.losses.PiecewiseQuadratic`.
+      eps: ε of the smoothed hinge (> 0; may be traced).
+      where: optional ``[..., n]`` bool mask; ``False`` entries enter no pair.
+      weights: optional ``[..., n]`` non-negative entry weights; pair ``(i, j)`` weighs
+        ``w_i w_j``. Treated as data (not differentiated).
+      segments: optional ``[..., n]`` integer ids ≥ 0; only pairs within one segment count
+        (one ranking per query, as in learning to rank).
+      reduce: ``"mean"`` (over the weighted pairs; 0 for a ranking without pairs), ``"sum"``,
+        or ``"none"``: ``[..., n]`` per-entry terms, each negative ``j`` holding
+        ``w_j Σ_i w_i ℓ(f_i − f_j)`` and positives 0 (they sum to ``"sum"``).
+
+    Returns:
+      ``scores.shape[:-1]`` for ``"mean"`` and ``"sum"``; ``scores.shape`` for ``"none"``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> import jaxrank
+      >>> f = jnp.array([2.0, 0.5, 0.0, -1.0])
+      >>> y = jnp.array([1, 0, 1, 0])
+      >>> float(jaxrank.pairwise_loss(f, y))  # mean of ℓ(1.5), ℓ(3), ℓ(-0.5) = 1, ℓ(1)
+      0.25
+      >>> g = jax.grad(lambda f: jaxrank.pairwise_loss(f, y))(f)
+      >>> [round(float(v), 4) for v in g]
+      [0.0, 0.25, -0.25, 0.0]
+    """
+    if reduce not in _REDUCE:
+        raise ValueError(f"reduce must be one of {_REDUCE}, got {reduce!r}.")
+    lossq = _resolve_loss(loss, eps)
+    s = _float_scores(scores)
+    shape, n = s.shape, s.shape[-1]
+    if n == 0:
+        raise ValueError("scores has no entries (last axis of length 0).")
+    labels = _broadcast("labels", labels, shape)
+    pos = labels if labels.dtype == jnp.bool_ else labels > 0
+    keep = jnp.ones(shape, bool) if where is None else _broadcast("where", where, shape, bool)
+    w = None
+    if weights is not None:
+        w = jax.lax.stop_gradient(_broadcast("weights", weights, shape, s.dtype))
+    seg = None if segments is None else _broadcast("segments", segments, shape, jnp.int32)
+    lossq = jax.tree.map(lambda v: jax.lax.stop_gradient(jnp.asarray(v, s.dtype)), lossq)
+    return _loss(s, pos, keep, seg, w, lossq, reduce)
+
+
+@functools.partial(jax.jit, static_argnums=6)
+def _loss(s, pos, keep, seg, w, loss, reduce):
+    # one compiled program per shape and option set; loss parameters (ε) are dynamic
+    shape, n = s.shape, s.shape[-1]
+    rows = lambda x: None if x is None else x.reshape(-1, n)
+    args = (rows(s), rows(pos), rows(keep), rows(seg), rows(w))
+    if reduce == "none":
+        return _per_entry(*args, loss).reshape(shape)
+    value = _sum_loss(*args, loss)
+    if reduce == "mean":
+        pairs = _pair_weight(*args[1:], s.dtype)
+        value = jnp.where(pairs > 0, value / jnp.where(pairs > 0, pairs, 1), 0)
+    return value.reshape(shape[:-1])
+
+
+def _per_entry(s, pos, keep, seg, w, loss):
+    # Per negative j: w_j Σ_i w_i ℓ(f_i − f_j) (positives 0), differentiated by JAX itself.
+    lay = _Layout(s, pos, keep, seg, w)
+    win, _ = _pw.windows_b(lay.fp, lay.fn, loss, True, lay.counts(), **lay.opts())
+    dt = s.dtype
+    wsp = win.sp if win.wp is None else win.wp * win.sp
+    P1, P2 = _pw.prefix_sum(wsp), _pw.prefix_sum(wsp * win.sp)
+    af, nqn = _pw._window_weights(win, dt)
+    P1a = _pw.flat_take(P1, win.a)
+    if win.start is not None:
+        P1a = P1a - _pw.flat_take(P1, win.start)
+    S1 = _pw.flat_take(P1, win.b) - _pw.flat_take(P1, win.a)
+    S2 = _pw.flat_take(P2, win.b) - _pw.flat_take(P2, win.a)
+    q, c = _pw.loss_col(loss.q, dt), _pw.loss_col(loss.c, dt)
+    one_u = 1 + win.fn
+    terms = af * (c + win.fn) - P1a + q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
+    if win.wn is not None:
+        terms = win.wn * terms
+    return lay.sorted_to_entries(jnp.zeros_like(terms), terms)
+
+
+def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> jax.Array:
+    """The exact (weighted) AUC of ``scores`` per ranking, ties counting one half.
+
+    ``Σ_{i∈+} Σ_{j∈−} w_i w_j ([f_i > f_j] + ½ [f_i = f_j]) / Σ w_i w_j`` over the pairs of each
+    ranking (within segments when given): the Mann-Whitney statistic, with the signature of
+    :func:`pairwise_loss`. O(n log n); NaN for a ranking without pairs. Not differentiable
+    (piecewise constant): train with :func:`pairwise_loss`.
+
+    Args:
+      scores, labels, where, weights, segments: as in :func:`pairwise_loss`.
+
+    Returns:
+      ``scores.shape[:-1]``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> import jaxrank
+      >>> float(jaxrank.pairwise_auc(jnp.array([2.0, 0.5, 0.0, -1.0]), jnp.array([1, 0, 1, 0])))
+      0.75
+    """
+    s = _float_scores(scores)
+    shape, n = s.shape, s.shape[-1]
+    if n == 0:
+        raise ValueError("scores has no entries (last axis of length 0).")
+    labels = _broadcast("labels", labels, shape)
+    pos = labels if labels.dtype == jnp.bool_ else labels > 0
+    keep = jnp.ones(shape, bool) if where is None else _broadcast("where", where, shape, bool)
+    w = None if weights is None else _broadcast("weights", weights, shape, s.dtype)
+    seg = None if segments is None else _broadcast("segments", segments, shape, jnp.int32)
+    return _auc(jax.lax.stop_gradient(s), pos, keep, seg, w)
+
+
+@jax.jit
+def _auc(s, pos, keep, seg, w):
+    shape, n = s.shape, s.shape[-1]
+    rows = lambda x: None if x is None else x.reshape(-1, n)
+    args = (rows(pos), rows(keep), rows(seg), rows(w))
+    s = rows(s)
+    lay = _Layout(s, *args)
+    # Per negative: the positives of its ranking tied with it, [a, b), and those above, [b, end)
+    dt = s.dtype
+    if lay.seg is None:
+        zeros = jnp.zeros(lay.fp.shape, jnp.int32)
+        seg_p, seg_n, nxt = zeros, zeros, zeros + 1
+    else:
+        (seg_p, seg_n), nxt = lay.seg, lay.next_segment()[1]
+    a = _pw.bisect_rows(lay.fp, seg_p, lay.fn, seg_n, lay.n_pos)
+    b = _pw.bisect_rows(lay.fp, seg_p, lay.fn, seg_n, lay.n_pos, right=True)
+    end = _pw.bisect_rows(lay.fp, seg_p, jnp.full_like(lay.fn, -jnp.inf), nxt, lay.n_pos)
+    W = _positive_prefix(lay, dt)
+    take = lambda i: _pw.flat_take(W, i)
+    credit = (take(end) - take(b)) + 0.5 * (take(b) - take(a))
+    k = jax.lax.broadcasted_iota(jnp.int32, lay.fp.shape, 1)
+    one = jnp.ones((), dt) if lay.wn is None else lay.wn
+    wn = jnp.where(k < lay.n_neg[:, None], one, 0).astype(dt)
+    num = jnp.sum(credit * wn, axis=1)
+    return (num / _pair_weight(*args, dt)).reshape(shape[:-1])
