@@ -169,13 +169,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _flax
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
     check_positive,
-    check_X,
     check_X_y,
 )
 from jaxrank.dopmid_loop import (
@@ -197,7 +197,7 @@ from jaxrank.dopmid_oracle import (
     structured_loss,
 )
 from jaxrank.dopmid_qp import QPResult, dot, solve_qp
-from jaxrank.model import ConvergenceWarning
+from jaxrank.model import ConvergenceWarning, score_input
 from jaxrank.solver import Status
 
 __all__ = [
@@ -253,17 +253,17 @@ class DOPMIDModel:
     feature_map: str = dataclasses.field(default="balanced", metadata=dict(static=True))
     C_scale: str = dataclasses.field(default="svc", metadata=dict(static=True))
 
+    def __post_init__(self):
+        _flax.register(self)  # flax.serialization support when flax is imported (no-op else)
+
     def decision_function(self, X) -> jax.Array:
         """Scores ``f(x)`` of shape ``(n,)``; the structural prediction is their sign.
 
         Args:
           X: ``(n, d)`` rows, preprocessed as the training rows were.
         """
-        X = check_X(X)
         d = self.coef.shape[0] if self.basis is None else self.basis.shape[1]
-        if X.shape[1] != d:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fitted on {d}.")
-        Xd = jnp.asarray(X, self.coef.dtype)
+        Xd = jnp.asarray(score_input(X, d, self.coef.dtype, self))
         if self.basis is None:
             f = jnp.matmul(Xd, self.coef, precision=_HI)
         else:

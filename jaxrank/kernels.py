@@ -623,6 +623,10 @@ def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:
     """
     from jaxrank import _buckets
 
+    if isinstance(X, jax.Array) or any(
+        isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((kernel, B, coef))
+    ):
+        return _stream_jax(kernel, X, B, coef)
     dt = np.dtype(getattr(X, "dtype", np.float64))
     n, d = np.shape(X)
     coef2 = np.atleast_2d(np.asarray(coef, dt))
@@ -643,6 +647,27 @@ def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:
     Cp[:L, :p] = coef2
     out = np.asarray(_stream(kernel, Xp, Bp, Cp, rows))[:L, :n]
     return _buckets.put(out if np.ndim(coef) == 2 else out[0])
+
+
+def _stream_jax(kernel: Kernel, X, B, coef) -> jax.Array:
+    # stream_matvec for JAX input (device arrays, tracers): the same padding and program, in
+    # JAX, so it runs under jit / vmap / grad and where X is placed
+    from jaxrank import _buckets
+
+    B = jnp.asarray(B)
+    dt = B.dtype
+    X, coef = jnp.asarray(X, dt), jnp.asarray(coef, dt)
+    n, d = X.shape
+    coef2 = jnp.atleast_2d(coef)
+    L, p = coef2.shape
+    nb, Lb = _buckets.bucket(p), (1 if L == 1 else _buckets.bucket(L))
+    rows, n_chunks = chunk_rows(_buckets.bucket(max(n, 1)), nb + Lb, dt.itemsize)
+    fill = X[:1] if n else jnp.zeros((1, d), dt)
+    Xp = jnp.concatenate([X, jnp.broadcast_to(fill, (rows * n_chunks - n, d))])
+    Bp = jnp.concatenate([B, jnp.broadcast_to(B[:1], (nb - p, d))])
+    Cp = jnp.zeros((Lb, nb), dt).at[:L, :p].set(coef2)
+    out = _stream(kernel, Xp, Bp, Cp, rows)[:L, :n]
+    return out if coef.ndim == 2 else out[0]
 
 
 @functools.partial(jax.jit, static_argnums=4)

@@ -67,11 +67,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _flax
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
-from jaxrank._validation import check_cast, check_positive, check_X, check_X_y
+from jaxrank._validation import check_cast, check_positive, check_X_y
 from jaxrank.mibc_moments import (
     COVARIANCES,
     NegativeMoments,
@@ -85,7 +86,7 @@ from jaxrank.mibc_moments import (
     resolve_rho,
 )
 from jaxrank.mibc_qp import MIBCInfo, default_tol, solve_dual, solve_dual_batch
-from jaxrank.model import warn_stopped
+from jaxrank.model import score_input, warn_stopped
 from jaxrank.solver import Status
 
 __all__ = [
@@ -153,18 +154,15 @@ class MIBCModel:
     neg_error_bound_gaussian: jax.Array
     info: MIBCInfo
 
+    def __post_init__(self):
+        _flax.register(self)  # flax.serialization support when flax is imported (no-op else)
+
     @property
     def covariance(self) -> str:
         return self.moments.covariance
 
     def _check(self, X) -> jax.Array:
-        X = check_X(X)
-        if X.shape[1] != self.basis.shape[1]:
-            raise ValueError(
-                f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
-            )
-        check_cast(X, self.basis.dtype)
-        return jnp.asarray(X, self.basis.dtype)
+        return jnp.asarray(score_input(X, self.basis.shape[1], self.basis.dtype, self))
 
     def decision_function(self, X) -> jax.Array:
         """``f(x)`` above: ``(n,)`` for a scalar ν, ``(L, n)`` for a ν grid.

@@ -12,9 +12,10 @@ import warnings
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import io
+from jaxrank import _flax, io
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_cast, check_X
 from jaxrank.solver import SolverInfo, Status
@@ -24,6 +25,7 @@ __all__ = [
     "RankModel",
     "rank_model_from_arrays",
     "rank_model_to_arrays",
+    "score_input",
     "warn_stopped",
 ]
 
@@ -88,6 +90,9 @@ class RankModel:
     loss: str = dataclasses.field(default="smoothed_hinge", metadata=dict(static=True))
     eps: Any = 0.5
 
+    def __post_init__(self):
+        _flax.register(self)  # flax.serialization support when flax is imported (no-op else)
+
     @property
     def n_basis(self) -> int:
         return int(self.basis.shape[0])
@@ -95,19 +100,26 @@ class RankModel:
     def decision_function(self, X) -> jax.Array:
         """Scores ``f(x) = Σ_r coef_r k(basis_r, x)``, streamed over row chunks of ``X``.
 
+        A pure function of the model and ``X`` for JAX input: ``jax.jit``, ``jax.vmap`` and
+        ``jax.grad`` (with respect to ``X`` or the model's leaves) apply, and the scores are
+        computed where a committed ``X`` lives. numpy input is checked (finite values, a
+        range the model's dtype holds) and padded to a shape bucket on the host.
+
         Args:
           X: ``(n, d)`` rows.
 
         Returns:
           ``(n,)`` for a scalar λ, ``(L, n)`` for a grid.
+
+        Example:
+          >>> import jax, jaxrank
+          >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+          >>> model = jaxrank.fit_rankrc(X, y, 2.0**-6)
+          >>> score = jax.jit(lambda m, X: m.decision_function(X))
+          >>> bool(jax.numpy.allclose(score(model, X), model.decision_function(X)))
+          True
         """
-        X = check_X(X)
-        if X.shape[1] != self.basis.shape[1]:
-            raise ValueError(
-                f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
-            )
-        check_cast(X, self.basis.dtype)
-        X = np.asarray(X, self.basis.dtype)  # on the host: padded to a bucket there
+        X = score_input(X, self.basis.shape[1], self.basis.dtype, self)
         return _kernels.stream_matvec(self.kernel, X, self.basis, self.coef)
 
     def select(self, i: int) -> RankModel:
@@ -128,6 +140,39 @@ class RankModel:
     def save(self, path) -> None:
         """Write the model to ``path`` as a checksummed ``.npz`` (:func:`jaxrank.io.save`)."""
         io.save(self, path)
+
+
+def score_input(X, d: int, dtype, model) -> Any:
+    """``X`` checked for scoring with a model over ``d`` features in ``dtype``.
+
+    numpy and other host input: :func:`~jaxrank._validation.check_X` and
+    :func:`~jaxrank._validation.check_cast`, returned as a host array (padded to a shape bucket
+    by the scorer). JAX input (or a model whose leaves are traced): only the shape is checked
+    under a transformation, finiteness too for a concrete device array; returned as a JAX
+    array in ``dtype``, on its own device.
+    """
+    traced = isinstance(X, jax.core.Tracer) or any(
+        isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(model)
+    )
+    if not (traced or isinstance(X, jax.Array)):
+        X = check_X(X)
+        _check_features(X.shape, d)
+        check_cast(X, dtype)
+        return np.asarray(X, dtype)
+    X = jnp.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}.")
+    _check_features(X.shape, d)
+    if not jnp.issubdtype(X.dtype, jnp.floating) and not jnp.issubdtype(X.dtype, jnp.integer):
+        raise ValueError(f"X must hold real numbers, got dtype {X.dtype}.")
+    if not isinstance(X, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(X))):
+        raise ValueError("X contains NaN or infinite values.")
+    return X.astype(dtype)
+
+
+def _check_features(shape, d: int) -> None:
+    if shape[1] != d:
+        raise ValueError(f"X has {shape[1]} features, the model was fitted on {d}.")
 
 
 def rank_model_to_arrays(model: RankModel) -> dict[str, Any]:

@@ -35,3 +35,10 @@ def test_four_device_fit_equals_one_device(result, case):
 
 def test_block_is_split_over_the_devices(result):
     assert result["block_devices"] == 4
+
+
+def test_scores_follow_committed_input(result):
+    r = result["placement"]
+    assert r["devices"] == r["want"]
+    assert r["sharded_devices"] == 4
+    assert r["diff"] < 1e-10

@@ -40,4 +40,17 @@ out["multilevel"] = {
 }
 K = jaxrank.kernels.sharded_block(jaxrank.Gaussian(1.0), shard(X), X[:8], mesh, "rows")
 out["block_devices"] = len(K.sharding.device_set)
+# scoring follows committed input: a model scores X where X lives (one device or row-sharded)
+m1 = jaxrank.fit_rankrc(X, y, 1e-2)
+ref = np.asarray(m1.decision_function(X))
+on2 = m1.decision_function(jax.device_put(X, jax.devices()[2]))
+sharded = m1.decision_function(shard(X))
+out["placement"] = {
+    "devices": sorted(str(d) for d in on2.devices()),
+    "want": [str(jax.devices()[2])],
+    "sharded_devices": len(sharded.devices()),
+    "diff": float(
+        max(np.max(np.abs(np.asarray(on2) - ref)), np.max(np.abs(np.asarray(sharded) - ref)))
+    ),
+}
 json.dump(out, sys.stdout)
