@@ -12,14 +12,13 @@ Example:
   >>> model = jaxrank.fit_rankrc(X, y, 2.0**-8)
   >>> scores = model.decision_function(X)
 
-Importing jaxrank switches on JAX's persistent compilation cache (a per-user directory,
-``~/.cache/jaxrank/jax`` by default) unless a cache is already configured or
-``JAXRANK_NO_COMPILATION_CACHE=1`` is set: see :func:`set_compilation_cache` and
-``jaxrank/_cache.py`` for exactly which JAX options that sets.
+Importing jaxrank changes no JAX option. The command line and the scikit-learn estimators switch
+on JAX's persistent compilation cache (a per-user directory, ``~/.cache/jaxrank/jax`` by
+default) when the user has configured none, unless ``JAXRANK_NO_COMPILATION_CACHE=1`` is set:
+see :func:`set_compilation_cache` and ``jaxrank/_cache.py`` for exactly which options that sets.
 """
 
 from jaxrank import (
-    _cache,
     bases,
     bounds,
     datasets,
@@ -61,10 +60,6 @@ from jaxrank.ranking import pairwise_auc, pairwise_loss
 from jaxrank.select import SelectionResult, select_lambda
 from jaxrank.solver import SolverInfo, Status
 from jaxrank.stochastic import fit_rankrc_stochastic
-
-# The one side effect of the import (issue 16): JAX's persistent compilation cache in a
-# per-user directory, so a later process loads the compiled solver instead of compiling it.
-_cache.configure_on_import()
 
 __all__ = [
     "CompilationCacheWarning",

@@ -22,6 +22,7 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
     ) from err
 
 
+from jaxrank import _cache
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_lam
 from jaxrank.fit import fit
@@ -197,6 +198,7 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
           ValueError: ``y`` not two-valued (one class, or more than two), not class labels,
             ``pos_label`` not one of the labels, or a bad parameter.
         """
+        _cache.enable_default_cache()  # the persistent cache for estimator users
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)

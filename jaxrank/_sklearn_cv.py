@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_random_state, validate_data
 
-from jaxrank import _cv
+from jaxrank import _cache, _cv
 from jaxrank import kernels as _kernels
 from jaxrank._sklearn_base import (
     RankClassifier,
@@ -166,6 +166,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
           ValueError: ``y`` not two-valued, fewer than 2 rows in a class, ``pos_label`` not a
             label of ``y``, or a bad parameter.
         """
+        _cache.enable_default_cache()  # the persistent cache for estimator users
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)

@@ -57,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxrank import _cache
 from jaxrank._cli_common import PAPER_LOG2_GRID as PAPER_LOG2_GRID
 from jaxrank._cli_common import (
     Parser,
@@ -405,6 +406,7 @@ def main(argv=None) -> int:
     if args.command is None:  # a bare `jaxrank`: what can it do (the demo takes 15 s)
         parser.print_help()
         return 0
+    _cache.enable_default_cache()  # the persistent cache for command-line users (module notes)
     debug = getattr(args, "debug", False)
     try:
         with warnings.catch_warnings():

@@ -41,6 +41,7 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
 
 import jax
 
+from jaxrank import _cache
 from jaxrank._sklearn_base import (
     KernelRankerParams,
     RankClassifier,
@@ -261,6 +262,7 @@ class NystromRankClassifier(RankClassifier):
         Returns:
           self.
         """
+        _cache.enable_default_cache()  # the persistent cache for estimator users
         super().fit(X, y)
         self.landmarks_ = np.asarray(self.model_.basis_index)
         return self
@@ -333,6 +335,7 @@ class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
           ValueError: fewer than two levels, ``y`` not class labels, ``majority`` not one of
             the levels, or a bad parameter.
         """
+        _cache.enable_default_cache()  # the persistent cache for estimator users
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         lam = self._one_lam()

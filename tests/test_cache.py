@@ -1,9 +1,11 @@
-"""The persistent compilation cache that ``import jaxrank`` switches on (issue 16, item 2).
+"""The persistent compilation cache that the CLI and the estimators switch on (issue 16, item 2),
+and an import that changes no JAX option (issue 28, item 3).
 
-Import-time behaviour is checked in fresh subprocesses (each imports jax and jaxrank from
+Process-level behaviour is checked in fresh subprocesses (each imports jax and jaxrank from
 scratch, with ``XDG_CACHE_HOME`` pointed at a temporary directory and no ``JAX_*`` variables
-from the test session); :func:`jaxrank.set_compilation_cache` in this process, restoring JAX's
-config afterwards. The one expensive test compiles a small fit in two processes and checks that
+from the test session; ``enable_default_cache()`` stands for an entry point);
+:func:`jaxrank.set_compilation_cache` in this process, restoring JAX's config afterwards.
+The one expensive test compiles a small fit in two processes and checks that
 the second loads the solver from the first one's cache.
 """
 
@@ -24,6 +26,7 @@ import jaxrank
 from jaxrank import _cache
 
 JAX_DEFAULT_MIN_TIME = 1.0  # jax_persistent_cache_min_compile_time_secs when nobody sets it
+ENTRY = "jaxrank._cache.enable_default_cache()"  # what the CLI and the estimators' fit call
 
 # Prints, as JSON: the cache dir JAX uses, the min compile time, and the warnings of the import.
 _REPORT = """
@@ -64,8 +67,22 @@ def _report(tmp_path: Path, *, pre: str = "pass", post: str = "pass", **env: str
     return _run(code, _env(tmp_path, **env), cwd=tmp_path)
 
 
-def test_import_uses_per_user_default(tmp_path):
-    r = _report(tmp_path)
+def test_import_changes_no_jax_option(tmp_path):
+    code = """
+import json, jax
+before = {k: repr(v) for k, v in jax.config.values.items()}
+import jaxrank, jaxrank.sklearn, jaxrank.cli
+after = {k: repr(v) for k, v in jax.config.values.items()}
+print(json.dumps({"changed": sorted(k for k in before if before[k] != after.get(k)),
+                  "n": len(before)}))
+"""
+    r = _run(code, _env(tmp_path), cwd=tmp_path)
+    assert r["n"] > 100 and r["changed"] == []
+    assert not (tmp_path / "xdg").exists()  # no directory made either
+
+
+def test_entry_point_uses_per_user_default(tmp_path):
+    r = _report(tmp_path, post=ENTRY)
     want = tmp_path / "xdg" / "jaxrank" / "jax"
     assert r["dir"] == r["api_dir"] == str(want)
     assert r["min_time"] == _cache.MIN_COMPILE_TIME_SECS
@@ -75,19 +92,38 @@ def test_import_uses_per_user_default(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["xdg"]  # nothing in the cwd
 
 
+def test_entry_point_never_lowers_a_threshold_the_user_set(tmp_path):
+    pre = "import jax; jax.config.update('jax_persistent_cache_min_compile_time_secs', 2.0)"
+    r = _report(tmp_path, pre=pre, post=ENTRY)
+    assert r["dir"] == str(tmp_path / "xdg" / "jaxrank" / "jax") and r["min_time"] == 2.0
+
+
+def test_estimators_and_cli_enable_it(monkeypatch):
+    seen = []
+    monkeypatch.setattr(_cache, "enable_default_cache", lambda: seen.append(1))
+    from jaxrank import cli, sklearn
+
+    X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
+    sklearn.RankRCClassifier(2.0**-4).fit(X, y)
+    assert seen == [1]
+    assert cli.main(["predict", "no-such-model.npz", "no-such-data.csv"]) == 2
+    assert seen == [1, 1]
+
+
 def test_home_fallback_without_xdg(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert _cache.default_cache_dir() == tmp_path / ".cache" / "jaxrank" / "jax"
 
 
-def test_env_dir_honoured_and_env_threshold_kept(tmp_path):
+def test_env_dir_is_the_users_and_left_alone(tmp_path):
     env_dir = tmp_path / "env-cache"
-    r = _report(tmp_path, JAX_COMPILATION_CACHE_DIR=str(env_dir))
-    assert r["dir"] == str(env_dir) and r["min_time"] == _cache.MIN_COMPILE_TIME_SECS
-    assert env_dir.is_dir() and not (tmp_path / "xdg").exists()
+    r = _report(tmp_path, post=ENTRY, JAX_COMPILATION_CACHE_DIR=str(env_dir))
+    assert r["dir"] == str(env_dir) and r["min_time"] == JAX_DEFAULT_MIN_TIME
+    assert not (tmp_path / "xdg").exists()
     r = _report(
         tmp_path,
+        post=ENTRY,
         JAX_COMPILATION_CACHE_DIR=str(env_dir),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="2.5",
     )
@@ -97,14 +133,14 @@ def test_env_dir_honoured_and_env_threshold_kept(tmp_path):
 def test_user_jax_config_left_alone(tmp_path):
     mine = tmp_path / "mine"
     pre = f"import jax; jax.config.update('jax_compilation_cache_dir', {str(mine)!r})"
-    r = _report(tmp_path, pre=pre)
+    r = _report(tmp_path, pre=pre, post=ENTRY)
     assert r["dir"] == str(mine) and r["min_time"] == JAX_DEFAULT_MIN_TIME
     assert not mine.exists() and not (tmp_path / "xdg").exists()  # not even probed
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
 def test_opt_out_env(tmp_path, value):
-    r = _report(tmp_path, JAXRANK_NO_COMPILATION_CACHE=value)
+    r = _report(tmp_path, post=ENTRY, JAXRANK_NO_COMPILATION_CACHE=value)
     assert r["dir"] is None and r["api_dir"] is None and r["min_time"] == JAX_DEFAULT_MIN_TIME
     assert not (tmp_path / "xdg").exists()
 
@@ -113,7 +149,7 @@ def test_unusable_dir_one_warning_then_silent(tmp_path):
     # A path under a regular file: mkdir fails for root too (chmod would not stop root).
     blocker = tmp_path / "xdg"
     blocker.write_text("not a directory")
-    post = "jax.block_until_ready(jax.jit(lambda x: x * 2 + 1)(jax.numpy.arange(5.0)))"
+    post = f"{ENTRY}; jax.block_until_ready(jax.jit(lambda x: x * 2 + 1)(jax.numpy.arange(5.0)))"
     r = _report(tmp_path, post=post)
     assert r["dir"] is None and r["api_dir"] is None
     assert len(r["warnings"]) == 1, r["warnings"]  # the compile after it adds no JAX warning
@@ -196,6 +232,7 @@ class H(logging.Handler):
 logging.getLogger("jax._src.compiler").addHandler(H())
 logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
 import jax, jaxrank
+jaxrank._cache.enable_default_cache()
 X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
 jax.block_until_ready(jaxrank.fit_rankrc(X, y, 2.0 ** -4).coef)
 print(json.dumps({"hits": hits, "dir": str(jaxrank.compilation_cache_dir())}))
@@ -213,26 +250,31 @@ def test_second_process_loads_the_solver(tmp_path):
     assert "jit_solve" in second["hits"], second["hits"]
 
 
-def test_bound_compiled_programs_drops_jit_caches_only_above_the_limit(monkeypatch):
+def test_bound_compiled_programs_drops_only_jaxranks_programs_above_the_limit(monkeypatch):
     n = _cache.map_count()
     if n is None:
         pytest.skip("no /proc/self/maps on this platform")
     assert n > 0
-    f = jax.jit(lambda x: x + 1)
-    f(jnp.ones(3))
-    assert f._cache_size() == 1
+    mine = jax.jit(lambda x: x + 1)  # the user's program: never dropped
+    mine(jnp.ones(3))
+    from jaxrank import kernels
+
+    X = jnp.ones((4, 2))
+    kernels._stream(kernels.Linear(), X, X, jnp.ones((1, 4)), 4)  # one of jaxrank's
+    assert mine._cache_size() == 1 and kernels._stream._cache_size() >= 1
     monkeypatch.setattr(_cache, "_calls", 0)
     # below the limit: nothing dropped
     assert not _cache.bound_compiled_programs(n + 10_000, every=1)
-    assert f._cache_size() == 1
+    assert kernels._stream._cache_size() >= 1
     # only every `every`-th call reads the count: calls 2 and 3 of every=4 do nothing
     assert not _cache.bound_compiled_programs(0, every=4)
     assert not _cache.bound_compiled_programs(0, every=4)
-    assert f._cache_size() == 1
+    assert kernels._stream._cache_size() >= 1
     assert _cache.bound_compiled_programs(0, every=4)  # the 4th call: over the limit, dropped
-    assert f._cache_size() == 0
-    f(jnp.ones(3))  # recompiles (or loads) and still works
-    assert f._cache_size() == 1
+    assert kernels._stream._cache_size() == 0
+    assert mine._cache_size() == 1
+    kernels._stream(kernels.Linear(), X, X, jnp.ones((1, 4)), 4)  # recompiles and still works
+    assert kernels._stream._cache_size() == 1
 
 
 def test_every_fit_bounds_the_compiled_programs(monkeypatch):
