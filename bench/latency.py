@@ -99,6 +99,7 @@ def child(spec: dict) -> dict:
     import jaxrank
 
     import_s = time.perf_counter() - t0
+    jaxrank._cache.enable_default_cache()  # what the CLI and the estimators' fit do
     counter, data = _Compiles(), np.load(spec["data"])
     lams = 2.0 ** np.asarray(EXPONENTS, dtype=np.float64)
     cache = jaxrank.compilation_cache_dir()
@@ -132,8 +133,8 @@ def _subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxrank's default threshold
     if cache is None:
         env["JAXRANK_NO_COMPILATION_CACHE"] = "1"
-    else:
-        env["JAX_COMPILATION_CACHE_DIR"] = str(cache)
+    else:  # jaxrank's default directory (and threshold), as the CLI and the estimators set it
+        env["XDG_CACHE_HOME"] = str(cache)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -144,6 +145,7 @@ def _subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple
 def _entries(cache: Path | None) -> int | None:
     if cache is None:
         return None
+    cache = cache / "jaxrank" / "jax"  # the default directory under XDG_CACHE_HOME = cache
     return sum(1 for p in cache.iterdir() if p.name.endswith("-cache")) if cache.exists() else 0
 
 
