@@ -116,6 +116,11 @@ sizes, a second process with the persistent compilation cache, the demo and the 
 run time apart, beside scikit-learn's SVC-W in the same run (issue 16).
 $ python bench/latency.py && cp bench/out/latency.json bench/results/
 
+losses | The all-pairs ranking loss for JAX models
+jaxrank.pairwise_loss (value + gradient, masked and unmasked) against rax's pairwise hinge and a
+naive pair-matrix loss at n = 10³-10⁶ scores, 5 % and 0.5 % positives (issue 28).
+$ python bench/losses.py --out bench/results/losses.json
+
 keel_wide | RankRCClassifierCV against tuned baselines on every KEEL set
 RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, RankSVM, SVC-W
 with C and γ by GridSearchCV, XGBoost and a weighted logistic regression on every KEEL set of
