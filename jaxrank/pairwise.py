@@ -55,7 +55,8 @@ class Windows(NamedTuple):
     """Which pairs lie in which piece of ℓ at the current scores (one Newton step's "sort").
 
     Attributes:
-      order: ``(m+,)`` int32, positives in ascending score order.
+      order: ``(m+,)`` int32, positives in ascending score order (``None``: the positives came
+        sorted).
       sp: ``(m+,)`` sorted positive scores, shifted by their mean.
       fn: ``(m−,)`` negative scores, shifted by the same amount.
       a: ``(m−,)`` int32, sorted positives ``[0, a_j)`` are in negative j's linear piece.
@@ -301,8 +302,7 @@ def windows_b(
     else:
         fp, fn, shift, n_valid = _mask_padding(fp, fn, counts)
     if presorted:
-        fp_sorted = fp
-        order = jax.lax.broadcasted_iota(jnp.int32, fp.shape, 1)
+        fp_sorted, order = fp, None
     else:
         fp_sorted, order = _sort_with_order(fp)
         wp = None if wp is None else flat_take(wp, order)
@@ -412,7 +412,11 @@ def _value_and_grad_b(fp, fn, loss, counts=None, **opts):
     grad_sorted = -w.nl.astype(dt) - 2 * q * (sq - w.nq.astype(dt) * w.sp)
     if w.wp is not None:
         grad_sorted = w.wp * grad_sorted
-    return value, unsort(w.order, grad_sorted), grad_neg, w
+    return value, _unsort(w.order, grad_sorted), grad_neg, w
+
+
+def _unsort(order, x_sorted):
+    return x_sorted if order is None else unsort(order, x_sorted)
 
 
 def _window_weights(w: Windows, dt):
@@ -430,7 +434,7 @@ def _window_weights(w: Windows, dt):
 def _hvp_b(w: Windows, dp, dn, loss):
     dt = dp.dtype
     q2 = 2 * loss_col(loss.q, dt)
-    ds = jnp.take_along_axis(dp, w.order, axis=-1)
+    ds = dp if w.order is None else jnp.take_along_axis(dp, w.order, axis=-1)
     DP = prefix_sum(ds if w.wp is None else w.wp * ds)
     nqn = _window_weights(w, dt)[1]
     h_neg = q2 * (nqn * dn - (flat_take(DP, w.b) - flat_take(DP, w.a)))
@@ -441,7 +445,7 @@ def _hvp_b(w: Windows, dp, dn, loss):
         h_neg = w.wn * h_neg
     if w.wp is not None:
         h_sorted = w.wp * h_sorted
-    return unsort(w.order, h_sorted), h_neg
+    return _unsort(w.order, h_sorted), h_neg
 
 
 def batched(impl):

@@ -39,6 +39,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrank import losses as _losses
 from jaxrank import pairwise as _pw
@@ -99,20 +100,20 @@ class _Layout:
         cls = jnp.where(keep, jnp.where(pos, 0, 1), 2).astype(jnp.int32)
         iota = jax.lax.broadcasted_iota(jnp.int32, (B, n), 1)
         keys = (cls,) if seg is None else (cls, seg)
-        payload = (s, iota) if w is None else (s, iota, w)
-        out = jax.lax.sort((*keys, *payload), dimension=1, num_keys=len(keys) + 1)
-        self.fp, self.perm = out[len(keys)], out[len(keys) + 1]
+        self.perm = _sort_order(keys, jax.lax.stop_gradient(s))
+        self.fp = _pw.flat_take(s, self.perm)
         self.n_pos = jnp.sum(cls == 0, axis=1, dtype=jnp.int32)
         self.n_neg = jnp.sum(cls == 1, axis=1, dtype=jnp.int32)
         # negatives from position n_pos on, moved to the front (their layout in fn)
         self.neg_idx = jnp.minimum(iota + self.n_pos[:, None], n - 1)
         self.fn = _pw.flat_take(self.fp, self.neg_idx)
-        self.wp = None if w is None else out[-1]
-        self.wn = None if w is None else _pw.flat_take(out[-1], self.neg_idx)
+        self.wp = None if w is None else _pw.flat_take(w, self.perm)
+        self.wn = None if w is None else _pw.flat_take(self.wp, self.neg_idx)
         self.seg = None
         if seg is not None:
-            seg_n = _pw.flat_take(out[1], self.neg_idx)
-            self.seg = (out[1], jnp.where(iota < self.n_neg[:, None], seg_n, -1))
+            seg_sorted = _pw.flat_take(seg, self.perm)
+            seg_n = _pw.flat_take(seg_sorted, self.neg_idx)
+            self.seg = (seg_sorted, jnp.where(iota < self.n_neg[:, None], seg_n, -1))
 
     def next_segment(self):
         # the negatives' segment ids + 1: bounds below (s + 1, −∞) end segment s
@@ -137,6 +138,30 @@ class _Layout:
     def entries_to_sorted(self, t):
         tp = _pw.flat_take(t, self.perm)
         return tp, _pw.flat_take(tp, self.neg_idx)
+
+
+def _sort_order(keys, s):
+    """Per row, the order sorting by ``(*keys, s)`` (int32 keys, then the score).
+
+    On CPU through numpy's ``lexsort`` on the host (measured at n = 10⁵: 121 ms against 409 ms
+    for ``lax.sort`` with two keys on a loaded 2-core machine; sorting is nearly all of the
+    loss's cost there), elsewhere ``lax.sort`` (GPUs sort fast natively).
+    """
+    iota = jax.lax.broadcasted_iota(jnp.int32, s.shape, 1)
+
+    def device(*args):
+        return jax.lax.sort((*args, iota), dimension=1, num_keys=len(args))[-1]
+
+    def host(*args):
+        out = jax.ShapeDtypeStruct(s.shape, jnp.int32)
+        return jax.pure_callback(_lexsort, out, *args, vmap_method="broadcast_all")
+
+    return jax.lax.platform_dependent(*keys, s, cpu=host, default=device)
+
+
+def _lexsort(*args):
+    # np.lexsort sorts by its last key first: (s, seg, cls) -> by cls, then seg, then s
+    return np.lexsort(args[::-1], axis=-1).astype(np.int32)
 
 
 def _value_grad_windows(s, pos, keep, seg, w, loss):
