@@ -106,7 +106,7 @@ class RankModel:
             raise ValueError(
                 f"X has {X.shape[1]} features, the model was fitted on {self.basis.shape[1]}."
             )
-        check_cast(X, self.basis.dtype)
+        check_cast(X, self.basis.dtype, underflow=False)
         X = np.asarray(X, self.basis.dtype)  # on the host: padded to a bucket there
         return _kernels.stream_matvec(self.kernel, X, self.basis, self.coef)
 
