@@ -16,6 +16,7 @@ from jaxrank._cli_common import (
     fmt_lam,
     label_keys,
     rare_class,
+    same_file,
     standardizer,
 )
 from jaxrank._cli_modelfile import ModelFile, save_model_file
@@ -198,6 +199,9 @@ def cmd_fit(args) -> int:
     from jaxrank.io import check_output_path
 
     check_output_path(args.output)
+    for path, what in ((args.data, "the data file"), (args.validation, "the validation file")):
+        if path is not None and same_file(args.output, path):
+            raise ValueError(f"-o/--output {args.output} is {what}: the fit would overwrite it.")
     fmt = args.format or _io_data.detect_format(args.data)
     if fmt == "libsvm" and args.target is not None:
         raise ValueError("LIBSVM files carry the label first on each line: drop --target.")

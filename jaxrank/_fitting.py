@@ -716,7 +716,9 @@ def fit_causes(X, kernel, eps) -> list[str]:
     Xa = np.asarray(X, np.float64)
     centre = float(np.max(np.abs(Xa.mean(axis=0))))
     spread = float(np.max(Xa.std(axis=0)))
-    if spread == 0 or centre > 1e4 * spread:
+    if spread == 0:
+        causes.append("every row of X is equal: there is nothing to rank")
+    elif centre > 1e4 * spread:
         causes.append(
             f"X is far from the origin relative to its spread (column means up to {centre:.3g}, "
             f"standard deviations up to {spread:.3g}): centre X (e.g. StandardScaler)"

@@ -174,7 +174,7 @@ class Polynomial:
       >>> Polynomial(degree=0)
       Traceback (most recent call last):
       ...
-      ValueError: Polynomial degree must be a positive integer, got 0.
+      ValueError: polynomial degree must be a positive integer, got 0.
     """
 
     degree: int = dataclasses.field(default=2, metadata=dict(static=True))
@@ -190,10 +190,9 @@ class Polynomial:
             or int(p) != p
             or p < 1
         ):
-            raise ValueError(f"Polynomial degree must be a positive integer, got {p!r}.")
-        object.__setattr__(self, "degree", int(p))  # static: one hashable int, 2.0 is 2
-        _check_field("Polynomial", "gamma", self.gamma, positive=True)
-        _check_field("Polynomial", "coef0", self.coef0, positive=False)
+            raise ValueError(f"polynomial degree must be a positive integer, got {p!r}.")
+        _check_field("polynomial", "gamma", self.gamma, positive=True)
+        _check_field("polynomial", "coef0", self.coef0, positive=False)
 
     def __call__(self, U: jax.Array, V: jax.Array) -> jax.Array:
         dt = U.dtype
