@@ -495,11 +495,12 @@ def check_fit_result(
     is the host-side check after them. Two results are refused with a ``ValueError``:
 
     - a NaN or infinite coefficient (status ``NONFINITE``): a model that scores NaN;
-    - a model whose coefficients are all exactly 0 with status ``CONVERGED``: every score is
-      0, so it ranks nothing. The zero start met the gradient test only because the loss's
-      gradient there is below the tolerance (e.g. ε huge: the smoothed hinge's slope is at most
-      1/(2ε); or every kernel row equal in this dtype: far from the origin relative to the
-      spread), which is no certificate of a model (a degenerate model is never CONVERGED).
+    - a model whose coefficients are all exactly 0, whatever its status: every score is 0, so
+      it ranks nothing. With status ``CONVERGED`` the zero start met the gradient test only
+      because the loss's gradient there is below the tolerance (e.g. ε huge: the smoothed
+      hinge's slope is at most 1/(2ε); or every kernel row equal in this dtype: far from the
+      origin relative to the spread), which is no certificate of a model (a degenerate model is
+      never CONVERGED); with another status the solver never left 0.
 
     Args:
       coef: ``(n,)`` or ``(L, n)`` coefficients, one row per entry of ``status``.
@@ -509,8 +510,8 @@ def check_fit_result(
       who: the fitter, for the message.
       dtype: the fit's dtype, for the message.
       causes: likely causes in the caller's terms, listed in the message.
-      zero: refuse the all-zero CONVERGED row (``False`` where 0 can be the certified optimum,
-        as L1's at ``μ ≥ μ_max``).
+      zero: refuse all-zero rows (``False`` where 0 can be the certified optimum, as L1's at
+        ``μ ≥ μ_max``).
 
     Raises:
       ValueError: some row is non-finite or all-zero with status CONVERGED.
@@ -528,7 +529,7 @@ def check_fit_result(
     vals = np.atleast_1d(np.asarray(values, dtype=np.float64))
     dt = np.dtype(dtype).name
     nonfinite = np.flatnonzero(~np.all(np.isfinite(rows), axis=1))
-    zero = np.flatnonzero(np.all(rows == 0, axis=1) & (st == 0) & zero)
+    zero = np.flatnonzero(np.all(rows == 0, axis=1) & zero)
     why = ("; likely cause: " + "; or ".join(causes)) if causes else ""
     if nonfinite.size:
         listed = ", ".join(f"{name}={vals[i]:.3g}" for i in nonfinite[:6])
@@ -538,8 +539,13 @@ def check_fit_result(
         )
     if zero.size:
         listed = ", ".join(f"{name}={vals[i]:.3g}" for i in zero[:6])
+        codes = {int(st[i]) for i in zero}
+        how = (
+            "the loss's gradient at 0 is below the tolerance, which certifies no model"
+            if codes == {0}
+            else "the solver stopped before moving away from 0"
+        )
         raise ValueError(
             f"{who} returned the zero model (every coefficient 0, every score 0: it ranks "
-            f"nothing) for {listed}: the loss's gradient at 0 is below the tolerance, which "
-            f"certifies no model{why}."
+            f"nothing) for {listed}: {how}{why}."
         )

@@ -194,8 +194,10 @@ def test_large_values_float32(data):
 
 
 def test_float32_rounding_away_the_data_warns(data):
+    """X + 1e8 in float32: the cast warns; the rows that remain give the zero model, which is
+    refused rather than returned as CONVERGED (issue 31)."""
     X, y = data
-    with pytest.warns(PrecisionWarning):
+    with pytest.warns(PrecisionWarning), pytest.raises(ValueError, match="zero model"):
         jaxrank.fit(X + 1e8, y, 1e-2, dtype=np.float32)
 
 
