@@ -49,8 +49,8 @@ from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
+    check_eps_dtype,
     check_fit_result,
-    check_in_dtype,
     check_lam_dtype,
     check_positive,
 )
@@ -501,9 +501,8 @@ def fit_rows(
     _cache.bound_compiled_programs()
     dt = np.dtype(dtype)
     check_lam_dtype(lams, dt)  # before any allocation: λ this dtype cannot solve
-    if loss == "smoothed_hinge":  # ε and 1/(4ε) both normal numbers of the dtype
-        check_in_dtype(eps, "eps", dt, hint="the smoothed hinge's ε is usually in (0, 1]")
-        check_in_dtype(0.25 / float(eps), "1/(4·eps)", dt, hint="lower eps")
+    if loss == "smoothed_hinge":
+        check_eps_dtype(eps, dt)
     _kernels.check_kernel(kernel, X, dt)
     lossfn = get_loss(loss, eps)
     nb = idx.size

@@ -20,6 +20,7 @@ __all__ = [
     "check_X_y",
     "check_binary_labels",
     "check_cast",
+    "check_eps_dtype",
     "check_fit_result",
     "check_in_dtype",
     "check_int",
@@ -465,6 +466,17 @@ def check_in_dtype(value, name: str, dtype, *, zero: bool = False, hint: str = "
             + "."
         )
     return v
+
+
+def check_eps_dtype(eps, dtype) -> None:
+    """The smoothed hinge's ε in ``dtype``: ε and its quadratic coefficient ``1/(4ε)`` (seed 000
+    eq. 13) both normal numbers (ε = 1e-300 in float32 is 0, and 1/(4ε) inf: a NaN loss).
+
+    Raises:
+      ValueError: naming ``eps`` and the dtype's range.
+    """
+    check_in_dtype(eps, "eps", dtype, hint="the smoothed hinge's ε is usually in (0, 1]")
+    check_in_dtype(0.25 / float(eps), "1/(4·eps)", dtype, hint="raise eps")
 
 
 def spread_floor(dtype) -> float:

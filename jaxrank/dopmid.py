@@ -491,6 +491,12 @@ def _check_degenerate(scores, info: DOPMIDInfo, feature_map: str, bias: float) -
     constant classifier (``feature_map="sum"`` with a bias on strongly imbalanced data).
     """
     s = np.asarray(scores, np.float64)
+    if not np.all(np.isfinite(s)):  # issue 31: a NaN model is refused, not returned
+        raise ValueError(
+            f"DOPMID reached {Status(int(info.status)).name}: {int(np.sum(~np.isfinite(s)))} of "
+            f"{s.size} training scores are NaN or infinite; likely cause: C or X's scale for "
+            "this dtype (standardise X, or fit in float64)."
+        )
     spread = float(np.ptp(s)) if np.all(np.isfinite(s)) else np.inf
     size = float(np.max(np.abs(s))) if np.all(np.isfinite(s)) else 0.0
     if spread > 16 * np.finfo(np.asarray(scores).dtype).eps * size:

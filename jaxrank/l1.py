@@ -66,6 +66,7 @@ from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype, fit_causes, gram, pad_square
 from jaxrank._validation import (
     check_cast,
+    check_eps_dtype,
     check_fit_result,
     check_lam,
     check_positive,
@@ -547,6 +548,8 @@ def fit_l1(
         raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     st = _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget)
     dt, idx, nb = st.dt, st.idx, st.idx.size
+    if loss == "smoothed_hinge":
+        check_eps_dtype(eps, dt)
     nb_pad = st.Krr.shape[0]
     L = mus.size
     beta0 = np.zeros((L, nb_pad), dt)

@@ -78,7 +78,9 @@ from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
+    check_eps_dtype,
     check_fit_result,
+    check_in_dtype,
     check_key,
     check_lam,
     check_lam_dtype,
@@ -538,6 +540,8 @@ def fit_rankrc_stochastic(
     dt = choose_dtype(X, dtype)
     check_cast(X, dt)
     check_lam_dtype(lams, dt)  # as fit_rows: a λ this dtype cannot solve is refused up front
+    check_eps_dtype(eps, dt)
+    check_in_dtype(learning_rate, "learning_rate", dt)
     kernel = _kernels.resolve_kernel(kernel, X, dtype=dt)
 
     n_batches = -(-n_neg // min(batch_size, n_neg))

@@ -78,6 +78,7 @@ def _estimators():
         ),
         "NystromRankClassifier": lambda **k: sk.NystromRankClassifier(0.1, **k),
         "RankRCClassifierCV": lambda **k: sk.RankRCClassifierCV(cv=2, random_state=0, **k),
+        "MultiLevelRankRC": lambda **k: sk.MultiLevelRankRC(0.1, **k),
     }
 
 
@@ -88,6 +89,7 @@ ESTIMATORS = (
     "SparseAUCClassifier",
     "NystromRankClassifier",
     "RankRCClassifierCV",
+    "MultiLevelRankRC",
 )
 
 
@@ -238,6 +240,14 @@ def test_far_from_origin(data, name):
 def test_far_from_origin_estimators(data, name):
     X, y = data
     outcome(lambda: _estimators()[name](dtype="float64").fit(X + 1e17, y), X + 1e17)
+
+
+@pytest.mark.parametrize("name", WITH_EPS)
+def test_tiny_eps_beyond_the_dtype(data, name):
+    """eps = 1e-300 in float32 is 0 and the loss's 1/(4ε) inf."""
+    X, y = data
+    with pytest.raises(ValueError, match="eps = 1e-300 is outside float32's range"):
+        FITTERS[name](X, y, eps=1e-300, dtype=F32)
 
 
 @pytest.mark.parametrize("name", WITH_EPS)
