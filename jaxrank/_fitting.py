@@ -652,7 +652,13 @@ def fit_rows(
     betas = np.asarray(betas)[unsort, :nb]
     info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
     check_fit_result(
-        betas, info.status, "λ", lams, who="the fit", dtype=dt, causes=fit_causes(X, kernel, eps)
+        betas,
+        info.status,
+        "λ",
+        lams,
+        who="the fit",
+        dtype=dt,
+        causes=lambda: fit_causes(X, kernel, eps),
     )
     warn_status(info, lams, tol, floor)
 

@@ -10,7 +10,7 @@ import math
 import operator
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -498,7 +498,7 @@ def check_fit_result(
     *,
     who: str,
     dtype,
-    causes: Sequence[str] = (),
+    causes: Sequence[str] | Callable[[], Sequence[str]] = (),
     zero: bool = True,
 ) -> None:
     """Refuse a fit's result that is NaN or degenerate, naming the likely cause.
@@ -521,7 +521,8 @@ def check_fit_result(
       name: the grid's parameter name (``"λ"``), ``values`` its values (indexed like ``status``).
       who: the fitter, for the message.
       dtype: the fit's dtype, for the message.
-      causes: likely causes in the caller's terms, listed in the message.
+      causes: likely causes in the caller's terms, listed in the message; or a function giving
+        them, called only when a row is refused (a diagnosis may cost a pass over the data).
       zero: refuse all-zero rows (``False`` where 0 can be the certified optimum, as L1's at
         ``μ ≥ μ_max``).
 
@@ -542,6 +543,9 @@ def check_fit_result(
     dt = np.dtype(dtype).name
     nonfinite = np.flatnonzero(~np.all(np.isfinite(rows), axis=1))
     zero = np.flatnonzero(np.all(rows == 0, axis=1) & zero)
+    if not (nonfinite.size or zero.size):
+        return
+    causes = list(causes() if callable(causes) else causes)
     why = ("; likely cause: " + "; or ".join(causes)) if causes else ""
     if nonfinite.size:
         listed = ", ".join(f"{name}={vals[i]:.3g}" for i in nonfinite[:6])

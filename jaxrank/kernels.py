@@ -298,7 +298,11 @@ def check_kernel(kernel: Kernel, X, dtype) -> None:
             check_in_dtype(g, "gamma", dt, hint=hint)
         for c in offsets:
             check_in_dtype(c, "coef0", dt, zero=True, hint=hint)
-        sq = float(np.max(np.sum(np.square(np.asarray(X, np.float64)), axis=1)))
+        Xa = np.asarray(X)
+        sq = max(  # in row blocks: no float64 copy of a large X
+            float(np.max(np.sum(np.square(Xa[i : i + 65536].astype(np.float64)), axis=1)))
+            for i in range(0, Xa.shape[0], 65536)
+        )
         base = float(np.max(gammas)) * sq + float(np.max(np.abs(offsets)))
         p = kernel.degree
         with np.errstate(divide="ignore"):

@@ -581,7 +581,7 @@ def fit_l1(
     check_fit_result(
         betas, info.status, "μ", mus, who="fit_l1", dtype=dt,
         zero=bool(np.all(betas == 0)),  # one μ ≥ μ_max has the optimum 0; every μ, no model
-        causes=fit_causes(X, st.kernel, eps),
+        causes=lambda: fit_causes(X, st.kernel, eps),
     )  # fmt: skip
     _warn_status(info, mus, tol, st.floor)
     if scalar:

@@ -172,6 +172,13 @@ def test_mibc_nu_beyond_the_dtype(data):
         jaxrank.fit_mibc(X, y, nu=1e-300, dtype=F32)
 
 
+def test_learning_rate_beyond_the_dtype(data):
+    X, y = data
+    with pytest.raises(ValueError, match="learning_rate = 1e-300 is outside float32's range"):
+        jaxrank.fit_rankrc_stochastic(X, y, 0.1, key=KEY, batch_size=8, learning_rate=1e-300,
+                                      dtype=F32)  # fmt: skip
+
+
 def test_check_in_dtype_both_sides():
     assert check_in_dtype(1e-30, "s", F32) == 1e-30
     for bad in (1e-45, 0.0, -1.0, 1e39, np.nan, np.inf):
