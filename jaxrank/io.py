@@ -61,6 +61,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -496,8 +497,6 @@ def remove_stale_temporaries(folder) -> int:
                 if _alive(int(m.group(1))):
                     continue
             else:
-                import time
-
                 now = time.time() if now is None else now
                 if now - st.st_mtime < STALE_TMP_SECONDS:
                     continue

@@ -223,8 +223,10 @@ def linear() -> Linear:
 
 
 def polynomial(degree: int = 2, gamma: float = 1.0, coef0: float = 1.0) -> Polynomial:
-    """A polynomial kernel ``(γ u·v + c₀)^degree`` (checked by :class:`Polynomial`)."""
-    return Polynomial(degree=degree, gamma=gamma, coef0=coef0)
+    """A polynomial kernel ``(γ u·v + c₀)^degree`` (checked by :class:`Polynomial`), its
+    parameters as plain ``int`` and ``float`` (what a model file stores)."""
+    Polynomial(degree=degree, gamma=gamma, coef0=coef0)  # the checks, with the user's values
+    return Polynomial(degree=int(degree), gamma=float(gamma), coef0=float(coef0))
 
 
 def sigma2_heuristic(X) -> float:
