@@ -228,13 +228,16 @@ def cmd_fit(args) -> int:
     n_greedy = args.n_basis if args.n_basis is not None else math.ceil(m / 10)
 
     def fit_one(Xf, yf, lam, key):
-        if args.basis == "greedy":
-            from jaxrank.greedy import fit_greedy
+        try:
+            if args.basis == "greedy":
+                from jaxrank.greedy import fit_greedy
 
-            return fit_greedy(Xf, yf, lam, n_basis=n_greedy, key=key, kappa=kappa,
-                              kernel=kernel, dtype=dtype, max_iter=args.max_iter)  # fmt: skip
-        return jaxrank.fit(Xf, yf, lam, basis=args.basis, kernel=kernel, key=key, dtype=dtype,
-                           max_iter=args.max_iter, **extra)  # fmt: skip
+                return fit_greedy(Xf, yf, lam, n_basis=n_greedy, key=key, kappa=kappa,
+                                  kernel=kernel, dtype=dtype, max_iter=args.max_iter)  # fmt: skip
+            return jaxrank.fit(Xf, yf, lam, basis=args.basis, kernel=kernel, key=key,
+                               dtype=dtype, max_iter=args.max_iter, **extra)  # fmt: skip
+        except ValueError as err:  # a refused fit names the data file it came from
+            raise type(err)(f"fitting {args.data}: {err}") from None
 
     n_pos = int(pos.sum())
     print(

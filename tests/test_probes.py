@@ -512,6 +512,17 @@ def test_cli_data_files(files, capsys, case):
     assert code == 2 and len(err) == 1 and match in err[0], err
 
 
+def test_cli_refused_fit_names_the_data(files, capsys):
+    """Every row equal: the zero model is refused, in one line naming the data file."""
+    const = files / "const.csv"
+    const.write_text("a,b,y\n" + "".join(f"1,2,{1 if i % 4 == 0 else -1}\n" for i in range(20)))
+    argv = ["fit", const, "--target", "y", "--lam", "0.1", "-o", files / "c.npz", "-q"]
+    code, err = _main(argv, capsys)
+    assert code == 2 and len(err) == 1, err
+    assert f"fitting {const}: the fit returned the zero model" in err[0]
+    assert "every row of X is equal" in err[0]
+
+
 def test_cli_output_never_the_input(files, capsys):
     before = (files / "d.csv").read_bytes()
     argv = ["fit", files / "d.csv", "--target", "y", "--lam", "0.1", "-o", files / "d.csv", "-q"]
