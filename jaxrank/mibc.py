@@ -463,8 +463,8 @@ def fit_mibc(
                 "X's scale or the kernel's parameters for this dtype (try dtype=np.float64)"],
     )  # fmt: skip
     coef, v, bound, gauss = _finish(moments, Xh, Q, beta, linear=linear)
-    check_fit_result(  # w = 0: every score -ρ, a model that ranks nothing
-        coef, info.status, "nu", nus, who="fit_mibc", dtype=dt,
+    check_fit_result(  # v = ‖w‖² = 0: every score -ρ, a model that ranks nothing (any kernel)
+        np.asarray(v).reshape(-1, 1), info.status, "nu", nus, who="fit_mibc", dtype=dt,
         causes=["X far from the origin relative to its spread for this dtype (centre X, e.g. "
                 "StandardScaler)", "every positive row equal after whitening"],
     )  # fmt: skip
