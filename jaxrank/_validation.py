@@ -287,14 +287,13 @@ def check_cast(
     arr = np.asarray(X)
     m, d = arr.shape
     big = float(np.finfo(dt).max) / 4
-    absmax = np.zeros(d)
     lo = np.full(d, np.inf)
     hi = np.full(d, -np.inf)
-    for start in range(0, m, block_rows):
-        block = arr[start : start + block_rows].astype(np.float64)
-        absmax = np.maximum(absmax, np.abs(block).max(axis=0))
-        lo = np.minimum(lo, block.min(axis=0))
-        hi = np.maximum(hi, block.max(axis=0))
+    for start in range(0, m, block_rows):  # min and max in X's own dtype: exact, no copy
+        block = arr[start : start + block_rows]
+        lo = np.minimum(lo, block.min(axis=0).astype(np.float64))
+        hi = np.maximum(hi, block.max(axis=0).astype(np.float64))
+    absmax = np.maximum(np.abs(lo), np.abs(hi))
     # the underflow side: ‖x_i − x_j‖² at its largest, as a norm (its square may underflow
     # float64 itself: X·1e-170)
     ranges = hi - lo
