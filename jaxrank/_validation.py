@@ -526,7 +526,7 @@ def check_fit_result(
         ``μ ≥ μ_max``).
 
     Raises:
-      ValueError: some row is non-finite or all-zero with status CONVERGED.
+      ValueError: some row is non-finite, or all zero (unless ``zero=False``).
 
     Example:
       >>> check_fit_result(np.zeros(3), 0, "λ", [0.5], who="fit", dtype=np.float32)

@@ -302,7 +302,7 @@ def test_init_must_be_finite(data, bad):
 
 
 def test_check_fit_result():
-    """The shared host-side check: NaN rows and CONVERGED zero rows refused, named."""
+    """The shared host-side check: NaN rows and zero rows refused, with their causes named."""
     with pytest.raises(ValueError, match=r"NONFINITE.*for λ=2"):
         check_fit_result(np.array([[1.0, 2.0], [np.nan, 0.0]]), np.array([0, 3]), "λ",
                          [1.0, 2.0], who="fit", dtype=F32)  # fmt: skip
