@@ -158,14 +158,19 @@ def check_X_y(X, y) -> tuple[np.ndarray, np.ndarray]:
     return X, pos
 
 
+def _as_float(value, name: str, noun: str) -> float:
+    """``float(value)``; a bool or a non-number is a ``ValueError`` "{name} must be {noun}"."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be {noun}, got {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be {noun}, got {value!r}.") from err
+
+
 def check_positive(value, name: str) -> float:
     """Return ``value`` as a float after checking it is finite and > 0 (a bool is refused)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a positive number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a positive number, got {value!r}.") from err
+    v = _as_float(value, name, "a positive number")
     if not np.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
     return v
@@ -390,12 +395,7 @@ def check_key(key, name: str = "key"):
 
 def check_real(value, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
     """Return ``value`` as a float after checking it lies in the given interval."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number, got {value!r}.") from err
+    v = _as_float(value, name, "a number")
     below = v <= lo if lo_open else v < lo
     above = v >= hi if hi_open else v > hi
     if not math.isfinite(v) or below or above:
@@ -444,12 +444,7 @@ def check_in_dtype(value, name: str, dtype, *, zero: bool = False, hint: str = "
       ...
       ValueError: sigma2 = 1e-300 is outside float32's range of normal numbers, ...
     """
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number, got {value!r}.") from err
+    v = _as_float(value, name, "a number")
     dt = np.dtype(dtype)
     info = np.finfo(dt)
     size = abs(v) if zero else v
