@@ -130,11 +130,22 @@ def _free_bytes(path: Path) -> int:
 
 
 def _unusable(path: Path) -> str | None:
-    """Why ``path`` cannot hold the cache (``None`` when it can): creates the directory, writes
-    and deletes one empty file in it (as root a chmod-ed directory is still writable, and then
-    JAX's writes succeed too, so the probe, not ``os.access``, is the test), checks free space."""
+    """Why ``path`` cannot hold the cache (``None`` when it can): creates the directory, refuses
+    one not owned by this user or writable by group or others (JAX loads and runs executables
+    from it: another local user could plant code), writes and deletes one empty file in it (as
+    root a chmod-ed directory is still writable, and then JAX's writes succeed too, so the
+    probe, not ``os.access``, is the test), checks free space."""
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.stat()
+        getuid = getattr(os, "getuid", None)  # POSIX only
+        if getuid is not None and st.st_uid != getuid():
+            return f"owned by uid {st.st_uid}, not by this user (uid {getuid()})"
+        if getuid is not None and st.st_mode & 0o022:
+            return (
+                f"writable by {'others' if st.st_mode & 0o002 else 'its group'} (mode "
+                f"{st.st_mode & 0o777:04o}): JAX runs what it loads from there; chmod go-w it"
+            )
         fd, probe = tempfile.mkstemp(prefix=".jaxrank-probe-", dir=path)
         os.close(fd)
         os.unlink(probe)

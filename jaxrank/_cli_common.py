@@ -17,12 +17,15 @@ __all__ = [
     "Progress",
     "UsageError",
     "check_grid_dtype",
+    "delimiter_char",
     "fmt_lam",
     "label_keys",
     "one_line",
     "positive_float",
     "positive_int",
     "rare_class",
+    "same_file",
+    "seed_int",
     "standardizer",
 ]
 
@@ -109,6 +112,43 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
+
+
+def seed_int(text: str) -> int:
+    """A seed for ``jax.random.key``: an integer in the int64 range (argparse type), checked
+    before the data is read."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(
+            f"a seed must lie in [-2^63, 2^63 - 1] (a JAX key's 64 bits), got {text[:40]!r}"
+        )
+    return value
+
+
+def delimiter_char(text: str) -> str:
+    """A CSV field separator: one character (argparse type; ``\\t`` is accepted for a tab)."""
+    from jaxrank._io_data import check_delimiter
+
+    text = "\t" if text == "\\t" else text
+    try:
+        return check_delimiter(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected one character other than a quote or a line break, got {text!r}"
+        ) from None
+
+
+def same_file(a, b) -> bool:
+    """Whether the paths ``a`` and ``b`` name one existing file (through links too)."""
+    import os
+
+    try:
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def positive_int(text: str) -> int:

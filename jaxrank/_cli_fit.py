@@ -16,6 +16,7 @@ from jaxrank._cli_common import (
     fmt_lam,
     label_keys,
     rare_class,
+    same_file,
     standardizer,
 )
 from jaxrank._cli_modelfile import ModelFile, save_model_file
@@ -198,6 +199,9 @@ def cmd_fit(args) -> int:
     from jaxrank.io import check_output_path
 
     check_output_path(args.output)
+    for path, what in ((args.data, "the data file"), (args.validation, "the validation file")):
+        if path is not None and same_file(args.output, path):
+            raise ValueError(f"-o/--output {args.output} is {what}: the fit would overwrite it.")
     fmt = args.format or _io_data.detect_format(args.data)
     if fmt == "libsvm" and args.target is not None:
         raise ValueError("LIBSVM files carry the label first on each line: drop --target.")
@@ -224,13 +228,16 @@ def cmd_fit(args) -> int:
     n_greedy = args.n_basis if args.n_basis is not None else math.ceil(m / 10)
 
     def fit_one(Xf, yf, lam, key):
-        if args.basis == "greedy":
-            from jaxrank.greedy import fit_greedy
+        try:
+            if args.basis == "greedy":
+                from jaxrank.greedy import fit_greedy
 
-            return fit_greedy(Xf, yf, lam, n_basis=n_greedy, key=key, kappa=kappa,
-                              kernel=kernel, dtype=dtype, max_iter=args.max_iter)  # fmt: skip
-        return jaxrank.fit(Xf, yf, lam, basis=args.basis, kernel=kernel, key=key, dtype=dtype,
-                           max_iter=args.max_iter, **extra)  # fmt: skip
+                return fit_greedy(Xf, yf, lam, n_basis=n_greedy, key=key, kappa=kappa,
+                                  kernel=kernel, dtype=dtype, max_iter=args.max_iter)  # fmt: skip
+            return jaxrank.fit(Xf, yf, lam, basis=args.basis, kernel=kernel, key=key,
+                               dtype=dtype, max_iter=args.max_iter, **extra)  # fmt: skip
+        except ValueError as err:  # a refused fit names the data file it came from
+            raise type(err)(f"fitting {args.data}: {err}") from None
 
     n_pos = int(pos.sum())
     print(

@@ -154,8 +154,7 @@ def read_model_arrays(path) -> dict:
         raise FileNotFoundError(f"no such model file: {path}")
     if os.path.isdir(path):
         raise ValueError(f"{path} is a directory, not a model file.")
-    with open(path, "rb") as fh:
-        raw = fh.read()
+    raw = model_io.read_regular(path, f"the model file {path}")
     kind = "a model file written by 'jaxrank fit'"
     ar = model_io.Archive(raw, path, kind)
     if "format" not in ar.members:
@@ -216,6 +215,15 @@ def check_model_arrays(a: dict) -> str | None:
         return "the standardisation mean is empty or not finite"
     if a["scale"].shape != (d,) or not np.all(np.isfinite(a["scale"]) & (a["scale"] > 0)):
         return f"the standardisation scale is not {d} finite numbers > 0"
+    # a mean and a spread of training values, which a fit accepts only where their squares stay
+    # finite in float64 (jaxrank._validation.check_cast): 1e300 comes from no fitted data
+    top = float(np.sqrt(np.finfo(np.float64).max / 4))
+    big = float(max(np.max(np.abs(a["mean"])), np.max(a["scale"])))
+    if big > top:
+        return (
+            f"the standardisation mean or scale reaches {big:.3g}, beyond the data a fit "
+            f"accepts (|x| up to {top:.3g})"
+        )
     names = a["feature_names"]
     if bool(a["has_feature_names"]):
         if names.shape != (d,) or np.unique(names).size != d:

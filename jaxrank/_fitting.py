@@ -47,7 +47,13 @@ from jaxrank import _buckets, _cache
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._precision import HIGHEST as _HI
-from jaxrank._validation import check_cast, check_lam_dtype, check_positive
+from jaxrank._validation import (
+    check_cast,
+    check_eps_dtype,
+    check_fit_result,
+    check_lam_dtype,
+    check_positive,
+)
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
 from jaxrank.model import RankModel, warn_stopped
@@ -495,6 +501,9 @@ def fit_rows(
     _cache.bound_compiled_programs()
     dt = np.dtype(dtype)
     check_lam_dtype(lams, dt)  # before any allocation: λ this dtype cannot solve
+    if loss == "smoothed_hinge":
+        check_eps_dtype(eps, dt)
+    _kernels.check_kernel(kernel, X, dt)
     lossfn = get_loss(loss, eps)
     nb = idx.size
     m, d = X.shape
@@ -614,9 +623,18 @@ def fit_rows(
         sort = np.concatenate([np.arange(L), np.full(L_pad - L, int(np.argmax(lams)))])
     beta0 = np.zeros((sort.size, nb_pad), dt)
     if init is not None:
-        init = np.asarray(init, dt)
+        init = np.asarray(init)
         if init.shape not in ((nb,), (L, nb)):
             raise ValueError(f"init must have shape ({nb},) or ({L}, {nb}), got {init.shape}.")
+        if init.dtype.kind not in "biuf":
+            raise ValueError(f"init must be numeric, got dtype {init.dtype}.")
+        with np.errstate(over="ignore"):
+            init = init.astype(dt)
+        if not np.all(np.isfinite(init)):  # NaN given, or beyond the dtype (1e39 in float32)
+            raise ValueError(
+                f"init holds {int(np.sum(~np.isfinite(init)))} NaN or infinite value(s) in "
+                f"{dt.name}; a start must be finite (omit init to start from 0)."
+            )
         beta0[:, :nb] = init[sort] if init.ndim == 2 else init
     if chol is None and precondition in ("cholesky", "spectral"):
         precondition = "none"  # no jitter made K_RR factorisable
@@ -633,6 +651,15 @@ def fit_rows(
     unsort = np.argsort(sort[:L])
     betas = np.asarray(betas)[unsort, :nb]
     info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
+    check_fit_result(
+        betas,
+        info.status,
+        "λ",
+        lams,
+        who="the fit",
+        dtype=dt,
+        causes=lambda: fit_causes(X, kernel, eps),
+    )
     warn_status(info, lams, tol, floor)
 
     if scalar:
@@ -683,6 +710,28 @@ def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget)
         return False
     budget = _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
     return 2 * block_bytes <= min(limit, budget)
+
+
+def fit_causes(X, kernel, eps) -> list[str]:
+    """The likely causes of a NaN or zero R-subset fit, in the fit's terms, for
+    :func:`~jaxrank._validation.check_fit_result`."""
+    causes = []
+    if eps is not None and float(eps) > 1:
+        causes.append(f"eps = {float(eps):.3g}: the smoothed hinge's slope is at most 1/(2ε)")
+    Xa = np.asarray(X, np.float64)
+    centre = float(np.max(np.abs(Xa.mean(axis=0))))
+    spread = float(np.max(Xa.std(axis=0)))
+    if spread == 0:
+        causes.append("every row of X is equal: there is nothing to rank")
+    elif centre > 1e4 * spread:
+        causes.append(
+            f"X is far from the origin relative to its spread (column means up to {centre:.3g}, "
+            f"standard deviations up to {spread:.3g}): centre X (e.g. StandardScaler)"
+        )
+    if isinstance(kernel, _kernels.Gaussian):
+        causes.append(f"σ² = {float(np.max(kernel.sigma2)):.3g} against X's scale")
+    causes.append("λ, the data's scale or the dtype (try dtype=np.float64)")
+    return causes
 
 
 def warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:

@@ -23,7 +23,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["FORMATS", "Table", "detect_format", "read_csv", "read_libsvm", "read_npz", "read_table"]
+__all__ = [
+    "FORMATS",
+    "Table",
+    "check_delimiter",
+    "dense_budget",
+    "detect_format",
+    "not_utf8",
+    "read_csv",
+    "read_libsvm",
+    "read_npz",
+    "read_table",
+]
 
 FORMATS = ("csv", "libsvm", "npz")
 _SUFFIXES = {
@@ -64,6 +75,31 @@ def _check_file(path) -> str:
     if os.path.isdir(path):
         raise ValueError(f"{path} is a directory, not a data file.")
     return path
+
+
+def check_delimiter(delimiter) -> str:
+    """``delimiter`` if it is one character a CSV field can be split on; ``ValueError`` naming
+    ``--delimiter`` otherwise (the csv module's own ``TypeError`` names no option)."""
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '\r\n"':
+        raise ValueError(
+            f"--delimiter must be one character other than a quote or a line break, got "
+            f"{delimiter!r}."
+        )
+    return delimiter
+
+
+def not_utf8(path: str, err: UnicodeDecodeError) -> str:
+    """The message for a data file that is not UTF-8 text (naming the file and the likely
+    encoding: a UTF-16 byte-order mark, or a byte of latin-1 / cp1252 text)."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    if head in (b"\xff\xfe", b"\xfe\xff"):
+        what = "UTF-16 text (it starts with a UTF-16 byte-order mark)"
+        fix = "iconv -f UTF-16 -t UTF-8"
+    else:
+        what = f"not UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start})"
+        fix = "iconv -f LATIN1 -t UTF-8 (for latin-1 / Windows-1252 text)"
+    return f"{path} is {what}; jaxrank reads UTF-8 CSV files: convert it, e.g. with {fix}."
 
 
 def detect_format(path) -> str:
@@ -167,6 +203,7 @@ def read_csv(
     path = _check_file(path)
     if delimiter is None:
         delimiter = "\t" if path.lower().endswith(".tsv") else ","
+    check_delimiter(delimiter)
     rows: list[list[str]] = []
     lines: list[int] = []
     with open(path, encoding="utf-8-sig", newline="") as fh:
@@ -183,6 +220,8 @@ def read_csv(
                 lines.append(reader.line_num)
         except csv.Error as err:
             raise ValueError(f"{path} line {reader.line_num}: {err}.") from None
+        except UnicodeDecodeError as err:
+            raise ValueError(not_utf8(path, err)) from None
     if header is None:
         raise ValueError(f"{path} is empty (a CSV file needs a header row naming the columns).")
     seen = set()
@@ -233,6 +272,16 @@ def read_csv(
         target=None if t is None else header[t],
         format="csv",
     )
+
+
+def dense_budget() -> int:
+    """Bytes a dense data array may take: 60 % of physical memory (16 GiB where unknown), the
+    CPU budget of :func:`jaxrank.kernels.default_memory_budget`."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 16 * 2**30
+    return int(0.6 * total)
 
 
 def _libsvm_fast(path: str):
@@ -391,6 +440,15 @@ def read_libsvm(path, *, n_features: int | None = None, zero_based: bool | None 
         )
     if n_features == 0:
         raise ValueError(f"{path} has no feature values at all.")
+    need = labels.size * n_features * 8
+    if need > dense_budget():  # before allocating: index 10⁹ would ask for hundreds of GiB
+        shift = 0 if zero_based else 1
+        raise ValueError(
+            f"{path} has feature index {top - 1 + shift}: as the dense ({labels.size}, "
+            f"{n_features}) float64 array the kernels need it takes {need / 2**30:.3g} GiB, more "
+            f"than {dense_budget() / 2**30:.3g} GiB (60 % of this machine's memory). Renumber "
+            "the features densely."
+        )
     X = np.zeros((labels.size, n_features), dtype=np.float64)
     X[r, c] = v
     return Table(

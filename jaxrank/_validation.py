@@ -10,7 +10,7 @@ import math
 import operator
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -20,6 +20,9 @@ __all__ = [
     "check_X_y",
     "check_binary_labels",
     "check_cast",
+    "check_eps_dtype",
+    "check_fit_result",
+    "check_in_dtype",
     "check_int",
     "check_key",
     "check_lam",
@@ -28,6 +31,7 @@ __all__ = [
     "check_real",
     "label_vector",
     "lam_range",
+    "spread_floor",
 ]
 
 # ml_dtypes' low-precision types (bfloat16, float8_*, ...; what np.asarray gives for such JAX
@@ -154,14 +158,19 @@ def check_X_y(X, y) -> tuple[np.ndarray, np.ndarray]:
     return X, pos
 
 
+def _as_float(value, name: str, noun: str) -> float:
+    """``float(value)``; a bool or a non-number is a ``ValueError`` "{name} must be {noun}"."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be {noun}, got {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be {noun}, got {value!r}.") from err
+
+
 def check_positive(value, name: str) -> float:
     """Return ``value`` as a float after checking it is finite and > 0 (a bool is refused)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a positive number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a positive number, got {value!r}.") from err
+    v = _as_float(value, name, "a positive number")
     if not np.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
     return v
@@ -235,7 +244,9 @@ class PrecisionWarning(UserWarning):
     """Casting the data to the fit's floating dtype destroys much of its spread."""
 
 
-def check_cast(X, dtype, *, name: str = "X", block_rows: int = 65536) -> None:
+def check_cast(
+    X, dtype, *, name: str = "X", block_rows: int = 65536, underflow: bool = True
+) -> None:
     """Check that ``X`` survives the cast to the computation dtype ``dtype``.
 
     Kernel blocks hold squared distances and inner products of rows, so a row whose squared
@@ -255,8 +266,13 @@ def check_cast(X, dtype, *, name: str = "X", block_rows: int = 65536) -> None:
       name: the argument name used in messages.
       block_rows: rows per block.
 
+    The underflow side is refused too: rows whose largest squared distance is below
+    :func:`spread_floor` (``X·1e-30`` in float32: squares of 1e-60 are 0) would give a constant
+    or NaN kernel.
+
     Raises:
-      ValueError: a row's squared norm may exceed a quarter of the dtype's largest value.
+      ValueError: a row's squared norm may exceed a quarter of the dtype's largest value, or the
+        rows' squared spread underflows the dtype.
 
     Warns:
       PrecisionWarning: the cast changes the variance of an important column by over 1 %.
@@ -276,10 +292,26 @@ def check_cast(X, dtype, *, name: str = "X", block_rows: int = 65536) -> None:
     arr = np.asarray(X)
     m, d = arr.shape
     big = float(np.finfo(dt).max) / 4
-    absmax = np.zeros(d)
-    for start in range(0, m, block_rows):
-        block = np.abs(arr[start : start + block_rows].astype(np.float64))
-        absmax = np.maximum(absmax, block.max(axis=0))
+    lo = np.full(d, np.inf)
+    hi = np.full(d, -np.inf)
+    for start in range(0, m, block_rows):  # min and max in X's own dtype: exact, no copy
+        block = arr[start : start + block_rows]
+        lo = np.minimum(lo, block.min(axis=0).astype(np.float64))
+        hi = np.maximum(hi, block.max(axis=0).astype(np.float64))
+    absmax = np.maximum(np.abs(lo), np.abs(hi))
+    # the underflow side: ‖x_i − x_j‖² at its largest, as a norm (its square may underflow
+    # float64 itself: X·1e-170)
+    ranges = hi - lo
+    top = float(ranges.max())
+    spread = top * float(np.sqrt(np.sum((ranges / top) ** 2))) if top > 0 else 0.0
+    if underflow and 0 < spread < math.sqrt(spread_floor(dt)):
+        raise ValueError(
+            f"{name} spans at most {spread:.3g} between rows: squared distances and inner "
+            f"products of rows (~{spread:.3g}²) underflow {dt} (smallest normal "
+            f"{float(np.finfo(dt).tiny):.3g}, resolved to full precision above "
+            f"{spread_floor(dt):.3g}) and the kernel would be constant or NaN. Rescale {name} "
+            "(e.g. StandardScaler)" + (" or pass dtype=np.float64." if dt.itemsize < 8 else ".")
+        )
     with np.errstate(over="ignore"):
         sq = float(np.sum(absmax * absmax))
     if not sq <= big:
@@ -363,12 +395,7 @@ def check_key(key, name: str = "key"):
 
 def check_real(value, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
     """Return ``value`` as a float after checking it lies in the given interval."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a number, got {value!r}.") from err
+    v = _as_float(value, name, "a number")
     below = v <= lo if lo_open else v < lo
     above = v >= hi if hi_open else v > hi
     if not math.isfinite(v) or below or above:
@@ -391,3 +418,144 @@ def check_int(value, name: str, minimum: int, maximum: int | None = None) -> int
     if v < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {v}.")
     return v
+
+
+def check_in_dtype(value, name: str, dtype, *, zero: bool = False, hint: str = "") -> float:
+    """Return ``value`` as a float after checking it is a normal number of ``dtype``.
+
+    A positive scale parameter (σ², ν, ε, γ, a kernel offset) computed in ``dtype`` must lie in
+    ``[tiny, max]``: below ``tiny`` (1.18e-38 in float32) it is subnormal or rounds to 0 and a
+    division by it gives inf or NaN; above ``max`` it is inf. ``zero=True`` also accepts 0 (an
+    offset that may vanish) and a value of either sign.
+
+    Args:
+      value: a real number (already checked finite by the caller or here).
+      name: the argument named in the message.
+      dtype: the floating dtype the fit computes in.
+      zero: accept 0 and negative values of normal size.
+      hint: appended to the message (how to fix it).
+
+    Raises:
+      ValueError: ``value`` is NaN, inf, outside the dtype's normal range, or not a number.
+
+    Example:
+      >>> check_in_dtype(1e-300, "sigma2", np.float32)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ...
+      ValueError: sigma2 = 1e-300 is outside float32's range of normal numbers, ...
+    """
+    v = _as_float(value, name, "a number")
+    dt = np.dtype(dtype)
+    info = np.finfo(dt)
+    size = abs(v) if zero else v
+    if zero and v == 0:
+        return v
+    if not math.isfinite(v) or not float(info.tiny) <= size <= float(info.max):
+        where = "" if zero else " (and > 0)"
+        raise ValueError(
+            f"{name} = {v:.4g} is outside {dt.name}'s range of normal numbers, "
+            f"{float(info.tiny):.3g} to {float(info.max):.3g}{where}: in a {dt.name} fit it "
+            "would round to 0 or inf and the kernel or loss would be NaN"
+            + (f"; {hint}" if hint else "")
+            + "."
+        )
+    return v
+
+
+def check_eps_dtype(eps, dtype) -> None:
+    """The smoothed hinge's ε in ``dtype``: ε and its quadratic coefficient ``1/(4ε)`` (seed 000
+    eq. 13) both normal numbers (ε = 1e-300 in float32 is 0, and 1/(4ε) inf: a NaN loss).
+
+    Raises:
+      ValueError: naming ``eps`` and the dtype's range.
+    """
+    check_in_dtype(eps, "eps", dtype, hint="the smoothed hinge's ε is usually in (0, 1]")
+    check_in_dtype(0.25 / float(eps), "1/(4·eps)", dtype, hint="raise eps")
+
+
+def spread_floor(dtype) -> float:
+    """The smallest squared spread of rows a kernel in ``dtype`` resolves: ``tiny / eps``.
+
+    Squared distances and inner products of rows are sums of squares; below ``tiny`` they are
+    subnormal or 0, and within a factor ``1/eps`` of it they keep fewer significant bits than the
+    dtype has (1e-31 in float32, 1e-292 in float64).
+    """
+    info = np.finfo(np.dtype(dtype))
+    return float(info.tiny) / float(info.eps)
+
+
+def check_fit_result(
+    coef,
+    status,
+    name: str,
+    values,
+    *,
+    who: str,
+    dtype,
+    causes: Sequence[str] | Callable[[], Sequence[str]] = (),
+    zero: bool = True,
+) -> None:
+    """Refuse a fit's result that is NaN or degenerate, naming the likely cause.
+
+    The solvers return status codes, never exceptions (they run under ``jit`` and ``vmap``); this
+    is the host-side check after them. Two results are refused with a ``ValueError``:
+
+    - a NaN or infinite coefficient (status ``NONFINITE``): a model that scores NaN;
+    - a model whose coefficients are all exactly 0, whatever its status: every score is 0, so
+      it ranks nothing. With status ``CONVERGED`` the zero start met the gradient test only
+      because the loss's gradient there is below the tolerance (e.g. ε huge: the smoothed
+      hinge's slope is at most 1/(2ε); or every kernel row equal in this dtype: far from the
+      origin relative to the spread), which is no certificate of a model (a degenerate model is
+      never CONVERGED); with another status the solver never left 0.
+
+    Args:
+      coef: ``(n,)`` or ``(L, n)`` coefficients, one row per entry of ``status``.
+      status: ``()`` or ``(L,)`` :class:`~jaxrank.solver.Status` codes (``NONFINITE`` = 3,
+        ``CONVERGED`` = 0).
+      name: the grid's parameter name (``"λ"``), ``values`` its values (indexed like ``status``).
+      who: the fitter, for the message.
+      dtype: the fit's dtype, for the message.
+      causes: likely causes in the caller's terms, listed in the message; or a function giving
+        them, called only when a row is refused (a diagnosis may cost a pass over the data).
+      zero: refuse all-zero rows (``False`` where 0 can be the certified optimum, as L1's at
+        ``μ ≥ μ_max``).
+
+    Raises:
+      ValueError: some row is non-finite, or all zero (unless ``zero=False``).
+
+    Example:
+      >>> check_fit_result(np.zeros(3), 0, "λ", [0.5], who="fit", dtype=np.float32)
+      ... # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ...
+      ValueError: fit returned the zero model (every coefficient 0, every score 0: ...
+    """
+    c = np.asarray(coef)
+    st = np.atleast_1d(np.asarray(status))
+    rows = c.reshape(st.size, -1)
+    vals = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    dt = np.dtype(dtype).name
+    nonfinite = np.flatnonzero(~np.all(np.isfinite(rows), axis=1))
+    zero = np.flatnonzero(np.all(rows == 0, axis=1) & zero)
+    if not (nonfinite.size or zero.size):
+        return
+    causes = list(causes() if callable(causes) else causes)
+    why = ("; likely cause: " + "; or ".join(causes)) if causes else ""
+    if nonfinite.size:
+        listed = ", ".join(f"{name}={vals[i]:.3g}" for i in nonfinite[:6])
+        raise ValueError(
+            f"{who} reached NONFINITE: NaN or infinite coefficients in {dt} for {listed}"
+            f"{why}. The fit is refused rather than returned as a model that scores NaN."
+        )
+    if zero.size:
+        listed = ", ".join(f"{name}={vals[i]:.3g}" for i in zero[:6])
+        codes = {int(st[i]) for i in zero}
+        how = (
+            "the loss's gradient at 0 is below the tolerance, which certifies no model"
+            if codes == {0}
+            else "the solver stopped before moving away from 0"
+        )
+        raise ValueError(
+            f"{who} returned the zero model (every coefficient 0, every score 0: it ranks "
+            f"nothing) for {listed}: {how}{why}."
+        )

@@ -62,10 +62,13 @@ from jaxrank._cli_common import PAPER_LOG2_GRID as PAPER_LOG2_GRID
 from jaxrank._cli_common import (
     Parser,
     UsageError,
+    delimiter_char,
     label_keys,
     one_line,
     positive_float,
     positive_int,
+    same_file,
+    seed_int,
 )
 from jaxrank._cli_fit import cmd_fit
 from jaxrank._cli_modelfile import MODEL_FORMAT as MODEL_FORMAT
@@ -151,6 +154,10 @@ def _cmd_predict(args) -> int:
 
     from jaxrank import _io_data, metrics
 
+    if args.out not in (None, "-"):
+        for path, what in ((args.data, "the data file"), (args.model, "the model file")):
+            if same_file(args.out, path):
+                raise ValueError(f"--out {args.out} is {what}: it would be overwritten.")
     arrays = read_model_arrays(args.model)
     if str(arrays["model_dtype"]) == "float64":
         jax.config.update("jax_enable_x64", True)
@@ -168,7 +175,18 @@ def _cmd_predict(args) -> int:
     if t.X.shape[1] != d:
         hint = " (name its label column with --target)" if fmt == "csv" and t.y is None else ""
         raise ValueError(f"{args.data} has {t.X.shape[1]} feature columns, the model {d}{hint}.")
-    scores = np.asarray(mf.model.decision_function((t.X - mf.mean) / mf.scale))
+    with np.errstate(over="ignore"):
+        Z = (t.X - mf.mean) / mf.scale
+    try:
+        scores = np.asarray(mf.model.decision_function(Z))
+    except ValueError as err:
+        if not str(err).startswith("X "):
+            raise
+        raise ValueError(
+            f"{args.data} standardised with the scaling of the model file {args.model} (mean "
+            f"up to {np.max(np.abs(mf.mean)):.3g}, scale {np.min(mf.scale):.3g} to "
+            f"{np.max(mf.scale):.3g}): {err} Check that the model was fitted on data like it."
+        ) from None
     text = "\n".join(str(s) for s in scores) + "\n"
     if args.out in (None, "-"):
         sys.stdout.write(text)
@@ -257,13 +275,14 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p_demo.add_argument("--rho", type=float, default=0.1,
                         help="rare-class fraction of the rows (default 0.1)")  # fmt: skip
-    p_demo.add_argument("--seed", type=int, default=0,
+    p_demo.add_argument("--seed", type=seed_int, default=0,
                         help="base seed; trial k draws with seed + k (default 0)")  # fmt: skip
 
     data = Parser(add_help=False)
     data.add_argument("--format", choices=("csv", "libsvm", "npz"), default=None,
                       help="data format (default: from the file name, else sniffed)")  # fmt: skip
-    data.add_argument("--delimiter", default=None, help="CSV field separator (default ',')")
+    data.add_argument("--delimiter", type=delimiter_char, default=None,
+                      help="CSV field separator, one character (default ',')")  # fmt: skip
     data.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr")
 
     p_fit = sub.add_parser(
@@ -353,7 +372,7 @@ def _parser() -> argparse.ArgumentParser:
         help="Gaussian σ² (default: mean squared pairwise distance)",
     )
     p_fit.add_argument("--degree", type=positive_int, default=None, help="poly degree (2)")
-    p_fit.add_argument("--seed", type=int, default=0, help="folds, splits, random bases")
+    p_fit.add_argument("--seed", type=seed_int, default=0, help="folds, splits, random bases")
     p_fit.add_argument(
         "--dtype", choices=("float32", "float64"), default="float32",
         help="precision of the fit (default float32; λ must lie in its range)",

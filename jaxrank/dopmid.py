@@ -281,11 +281,11 @@ def _check_int(value, name: str, minimum: int) -> int:
     return int(value)
 
 
-def _resolve(kernel, X):
+def _resolve(kernel, X, dt):
     """``None`` for the explicit linear map, else a resolved kernel."""
     if kernel is None or kernel == "linear" or isinstance(kernel, _kernels.Linear):
         return None
-    return _kernels.resolve_kernel(kernel, X)
+    return _kernels.resolve_kernel(kernel, X, dtype=dt)
 
 
 def fit_dopmid(
@@ -398,7 +398,7 @@ def fit_dopmid(
     prune = 2**30 if prune_after is None else _check_int(prune_after, "prune_after", 1)
     dt = choose_dtype(X, dtype)
     check_cast(X, dt)  # values whose squares overflow the dtype: a clear error, not inf scores
-    kern = _resolve(kernel, X)
+    kern = _resolve(kernel, X, dt)
     n = X.shape[0]
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     # Solved on the "svc" scale whatever C_scale is: the "paper" problem is the same up to
@@ -491,6 +491,12 @@ def _check_degenerate(scores, info: DOPMIDInfo, feature_map: str, bias: float) -
     constant classifier (``feature_map="sum"`` with a bias on strongly imbalanced data).
     """
     s = np.asarray(scores, np.float64)
+    if not np.all(np.isfinite(s)):  # issue 31: a NaN model is refused, not returned
+        raise ValueError(
+            f"DOPMID reached {Status(int(info.status)).name}: {int(np.sum(~np.isfinite(s)))} of "
+            f"{s.size} training scores are NaN or infinite; likely cause: C or X's scale for "
+            "this dtype (standardise X, or fit in float64)."
+        )
     spread = float(np.ptp(s)) if np.all(np.isfinite(s)) else np.inf
     size = float(np.max(np.abs(s))) if np.all(np.isfinite(s)) else 0.0
     if spread > 16 * np.finfo(np.asarray(scores).dtype).eps * size:

@@ -61,9 +61,11 @@ from jaxrank._fitting import (
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_binary_labels,
+    check_cast,
     check_int,
     check_key,
     check_lam,
+    check_lam_dtype,
     check_positive,
     check_X,
     check_X_y,
@@ -492,7 +494,9 @@ def fit_greedy(
     else:
         grow_lam = check_positive(grow_lam, "grow_lam")
     dt = choose_dtype(X, dtype)
-    kernel = _kernels.resolve_kernel(kernel, X)
+    check_cast(X, dt)  # X + 1e8 in float32: the PrecisionWarning fit() gives, before the growth
+    check_lam_dtype(lams, dt)
+    kernel = _kernels.resolve_kernel(kernel, X, dtype=dt)
     lossfn = jax.tree.map(lambda v: jnp.asarray(v, dt), get_loss(loss, eps))
     grow_precondition = precondition if precondition in ("jacobi", "none") else "cholesky"
 

@@ -59,7 +59,9 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -225,6 +227,8 @@ def _decode(node, arrays: dict[str, np.ndarray], where: str):
             kernel = cls(**params)
         except TypeError as err:
             raise ValueError(f"kernel {node['kernel']!r} in field {where!r}: {err}") from None
+        except ValueError as err:  # the class's own checks (Gaussian(sigma2=-1.0) raises)
+            raise ValueError(f"kernel field {where!r}: {err}") from None
         _check_kernel(kernel, where)
         return kernel
     raise ValueError(f"corrupt metadata: field {where!r} is malformed.")
@@ -430,20 +434,28 @@ def write_atomic(path, blob: bytes) -> None:
     mode an ordinary ``open(path, "w")`` would give (``0o666`` less the umask), not the
     temporary file's private ``0o600``. Errors name ``path``, never the temporary file.
 
+    A ``path`` that is a symbolic link is written through: the file the link names is replaced
+    (atomically, in its own folder) and the link itself stays, as ``open(path, "w")`` would
+    write through it. Temporaries a killed save left behind (``.jaxrank-<pid>-*.tmp`` of a
+    process that no longer runs) are removed first (:func:`remove_stale_temporaries`).
+
     Raises:
       OSError: the folder is missing or not writable, ``path`` is a directory, the disk is full
         (the message names ``path``).
       ValueError: ``path`` exists and is not a regular file.
     """
     path = check_output_path(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    # a symlink is written through: the file it names is replaced, the link stays
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    folder = os.path.dirname(os.path.abspath(target))
+    remove_stale_temporaries(folder)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxrank-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".jaxrank-{os.getpid()}-", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
         tmp = None
     except OSError as err:
         reason = err.strerror or str(err)
@@ -451,6 +463,60 @@ def write_atomic(path, blob: bytes) -> None:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
+
+
+_TMP_NAME = re.compile(r"\.jaxrank-(?:(\d+)-)?[^/]*\.tmp\Z")
+#: Age (seconds) after which a temporary without a process id in its name counts as stale.
+STALE_TMP_SECONDS = 3600
+
+
+def remove_stale_temporaries(folder) -> int:
+    """Remove the ``.jaxrank-*.tmp`` files an interrupted save left in ``folder``; their count.
+
+    A save writes ``.jaxrank-<pid>-<random>.tmp`` and renames it into place; ``kill -9``
+    between the two leaves it behind. A temporary is stale when it belongs to this user and
+    the process named in it no longer runs (names without a process id, from older versions:
+    when older than :data:`STALE_TMP_SECONDS`). A save in progress in another process is never
+    touched. Errors (a file gone meanwhile, a folder not listable) are ignored.
+    """
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    now = None
+    for entry in entries:
+        m = _TMP_NAME.match(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            if m.group(1) is not None:
+                if _alive(int(m.group(1))):
+                    continue
+            else:
+                now = time.time() if now is None else now
+                if now - st.st_mtime < STALE_TMP_SECONDS:
+                    continue
+            os.remove(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process (or not a pid at all): leave its file alone
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -579,8 +645,27 @@ def _read(path) -> tuple[bytes, str]:
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path!r} is a directory, not a model file.")
+    return read_regular(path, repr(path)), repr(path)
+
+
+def read_regular(path, what: str) -> bytes:
+    """The bytes of the regular file ``path``, read to its size at open time and no further.
+
+    A model path that is (or links to) a device, a FIFO or a socket is refused before reading:
+    ``/dev/zero`` has no end, and reading it "whole" would exhaust memory.
+
+    Raises:
+      ValueError: ``path`` is not a regular file (``what`` names it).
+      OSError: it cannot be opened.
+    """
     with open(path, "rb") as f:
-        return f.read(), repr(path)
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(
+                f"{what} is not a regular file (a device, FIFO or socket): a model file is read "
+                "only from a regular file."
+            )
+        return f.read(st.st_size)
 
 
 def _expect_manifest(spec) -> Callable[[np.dtype, tuple[int, ...]], str | None]:
@@ -825,8 +910,50 @@ def check_fitted_fields(
     eps = _real(model.eps)
     if eps is None or not math.isfinite(eps) or (model.loss == "smoothed_hinge" and eps <= 0):
         problems.append(f"eps must be a finite number > 0, got {model.eps!r}")
+    if not problems:
+        problems += scale_problems(model.kernel, basis, coef, status)
     if problems:
         raise ValueError(f"invalid {name}: " + "; ".join(problems) + ".")
+
+
+def scale_problems(kernel, basis: np.ndarray, coef: np.ndarray, status=None) -> list[str]:
+    """``[message]`` unless a loaded model scores finite numbers in its dtype, as a fit's would.
+
+    The rules a fit applies (:func:`jaxrank.kernels.check_kernel`: σ² a normal number of the
+    basis's dtype, polynomial values neither overflowing nor underflowing it) and the score
+    bound ``Σ_r |coef_r| · max_r k(b_r, b_r) ≤ max/4`` (a bound on every score at the basis
+    rows, for a PSD kernel: ``|k(u, v)| ≤ √(k(u, u) k(v, v))``): coefficients of 1e38 in float32
+    would sum to inf. Rows of a solve that ended ``NONFINITE`` are not judged.
+    """
+    from jaxrank.solver import Status
+
+    dt = basis.dtype
+    try:
+        _kernels.check_kernel(kernel, basis, dt)
+    except ValueError as err:
+        return [f"kernel: {err}".rstrip(".")]
+    c = coef.reshape(-1, basis.shape[0]).astype(np.float64)
+    if status is not None:
+        c = c[np.atleast_1d(np.asarray(status)).reshape(-1) != Status.NONFINITE]
+    if c.size == 0:
+        return []
+    sq = np.sum(np.square(basis.astype(np.float64)), axis=1)
+    if isinstance(kernel, _kernels.Gaussian):
+        kmax = 1.0
+    elif isinstance(kernel, _kernels.Polynomial):
+        with np.errstate(over="ignore"):
+            g, c0 = float(np.max(kernel.gamma)), float(np.max(np.abs(kernel.coef0)))
+            kmax = float(np.max(np.abs(g * sq + c0) ** kernel.degree))
+    else:
+        kmax = float(np.max(sq))
+    with np.errstate(over="ignore"):
+        top = float(np.max(np.sum(np.abs(c), axis=1))) * max(kmax, 1.0)
+    if not top <= float(np.finfo(dt).max) / 4:
+        return [
+            f"coef sums to {top:.3g} times the kernel's scale: scores would overflow {dt.name} "
+            f"(largest {float(np.finfo(dt).max):.3g})"
+        ]
+    return []
 
 
 def count_problems(value, name: str) -> list[str]:

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank._precision import HIGHEST as _HI
+from jaxrank._validation import check_in_dtype, spread_floor
 
 __all__ = [
     "DualBlock",
@@ -31,6 +32,7 @@ __all__ = [
     "MemoryBudgetError",
     "Polynomial",
     "StreamedBlock",
+    "check_kernel",
     "check_memory",
     "default_memory_budget",
     "dual_block",
@@ -75,6 +77,35 @@ def _sq_dist(U: jax.Array, V: jax.Array) -> jax.Array:
     return jnp.maximum(uu[:, None] + vv[None, :] - 2 * uv, 0)
 
 
+def _concrete(value) -> np.ndarray | None:
+    """``value`` as a float64 array when it is a number given by the user (Python or numpy),
+    else ``None``: JAX arrays and tracers (a vmapped σ² grid, a cotangent), ``None`` and the
+    placeholders JAX's tree utilities build kernels from are not judged here; the fit checks the
+    resolved values in its dtype (:func:`check_kernel`)."""
+    if isinstance(value, bool | np.bool_):
+        return np.array(np.nan)  # True is not a bandwidth
+    if isinstance(value, int | float | np.number):
+        return np.asarray(value, np.float64)
+    if isinstance(value, np.ndarray):
+        try:
+            return value.astype(np.float64)
+        except (TypeError, ValueError):
+            return np.array(np.nan)
+    if isinstance(value, str | bytes):
+        return np.array(np.nan)
+    return None
+
+
+def _check_field(cls: str, name: str, value, *, positive: bool) -> None:
+    v = _concrete(value)
+    if v is None:
+        return
+    ok = np.all(np.isfinite(v)) and (np.all(v > 0) if positive else True)
+    if not ok or v.size == 0:
+        need = "finite and > 0" if positive else "finite"
+        raise ValueError(f"{cls} {name} must be {need}, got {value!r}.")
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Gaussian:
@@ -86,6 +117,11 @@ class Gaussian:
       sigma2: the bandwidth σ². ``None`` means "use :func:`sigma2_heuristic` on the training
         rows"; the fit resolves it, so a fitted model always holds a number.
 
+    Raises:
+      ValueError: on construction, for a σ² given as a number (or numpy array) that is not
+        finite and > 0 (``Gaussian(sigma2=-1.0)``); a fit also refuses a σ² outside its dtype's
+        range (:func:`check_kernel`). JAX arrays (a traced σ² grid) are checked by the fit.
+
     Example:
       >>> import jax.numpy as jnp
       >>> k = Gaussian(sigma2=2.0)
@@ -94,6 +130,10 @@ class Gaussian:
     """
 
     sigma2: Any = None
+
+    def __post_init__(self):
+        # the class, not only the factory: Gaussian(sigma2=-1.0) is refused where it is made
+        _check_field("Gaussian", "sigma2", self.sigma2, positive=True)
 
     def __call__(self, U: jax.Array, V: jax.Array) -> jax.Array:
         return jnp.exp(-_sq_dist(U, V) / jnp.asarray(self.sigma2, U.dtype))
@@ -121,14 +161,38 @@ class Polynomial:
     """Polynomial kernel ``k(u, v) = (γ u·v + c₀)^p``.
 
     Attributes:
-      degree: the integer power ``p`` (static: changing it recompiles).
-      gamma: scale ``γ`` of the inner product.
-      coef0: offset ``c₀``.
+      degree: the integer power ``p ≥ 1`` (static: changing it recompiles). ``p = 0`` would be
+        the constant kernel 1, which ranks nothing: refused.
+      gamma: scale ``γ > 0`` of the inner product.
+      coef0: offset ``c₀`` (finite).
+
+    Raises:
+      ValueError: on construction, for a degree that is not a positive integer, a ``γ`` that is
+        not finite and > 0, or a ``c₀`` that is not finite.
+
+    Example:
+      >>> Polynomial(degree=0)
+      Traceback (most recent call last):
+      ...
+      ValueError: polynomial degree must be a positive integer, got 0.
     """
 
     degree: int = dataclasses.field(default=2, metadata=dict(static=True))
     gamma: Any = 1.0
     coef0: Any = 1.0
+
+    def __post_init__(self):
+        p = self.degree
+        if (
+            isinstance(p, bool | np.bool_)
+            or not isinstance(p, int | float | np.number)
+            or not math.isfinite(float(p))
+            or int(p) != p
+            or p < 1
+        ):
+            raise ValueError(f"polynomial degree must be a positive integer, got {p!r}.")
+        _check_field("polynomial", "gamma", self.gamma, positive=True)
+        _check_field("polynomial", "coef0", self.coef0, positive=False)
 
     def __call__(self, U: jax.Array, V: jax.Array) -> jax.Array:
         dt = U.dtype
@@ -159,9 +223,9 @@ def linear() -> Linear:
 
 
 def polynomial(degree: int = 2, gamma: float = 1.0, coef0: float = 1.0) -> Polynomial:
-    """A polynomial kernel ``(γ u·v + c₀)^degree``."""
-    if int(degree) != degree or degree < 1:
-        raise ValueError(f"degree must be a positive integer, got {degree!r}.")
+    """A polynomial kernel ``(γ u·v + c₀)^degree`` (checked by :class:`Polynomial`), its
+    parameters as plain ``int`` and ``float`` (what a model file stores)."""
+    Polynomial(degree=degree, gamma=gamma, coef0=coef0)  # the checks, with the user's values
     return Polynomial(degree=int(degree), gamma=float(gamma), coef0=float(coef0))
 
 
@@ -188,8 +252,78 @@ def sigma2_heuristic(X) -> float:
     return s2 if s2 > 0 else 1.0
 
 
-def resolve_kernel(kernel: Kernel | str | None, X) -> Kernel:
-    """Return a kernel with every data-dependent parameter filled in from training rows ``X``."""
+def resolve_kernel(kernel: Kernel | str | None, X, *, dtype=None) -> Kernel:
+    """Return a kernel with every data-dependent parameter filled in from training rows ``X``;
+    with ``dtype``, also checked for a fit in that dtype (:func:`check_kernel`)."""
+    kernel = _resolve(kernel, X)
+    if dtype is not None:
+        check_kernel(kernel, X, dtype)
+    return kernel
+
+
+def check_kernel(kernel: Kernel, X, dtype) -> None:
+    """Refuse a resolved kernel whose values in ``dtype`` on the rows ``X`` are inf, NaN or 0.
+
+    - Gaussian: σ² a normal number of ``dtype`` (``gaussian(1e-300)`` is 0 in float32: the
+      diagonal would be ``exp(-0/0)``, NaN).
+    - Polynomial: ``γ`` a normal number, ``c₀`` finite in ``dtype``, and the largest kernel value
+      ``(γ max‖x‖² + |c₀|)^p`` neither overflowing ``dtype`` nor below its resolution of
+      squares (:func:`~jaxrank._validation.spread_floor`: every value 0, a kernel that ranks
+      nothing).
+
+    The class checks what it can where the kernel is made (``Gaussian(sigma2=-1.0)`` raises);
+    this is the dtype's side, which only the fit knows. O(m d) on the host.
+
+    Args:
+      kernel: a resolved :class:`Gaussian`, :class:`Linear` or :class:`Polynomial`.
+      X: ``(m, d)`` training rows (already through ``check_cast``).
+      dtype: the fit's floating dtype.
+
+    Raises:
+      ValueError: naming the parameter and the range.
+
+    Example:
+      >>> check_kernel(gaussian(1e-300), np.eye(2), np.float32)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ...
+      ValueError: sigma2 = 1e-300 is outside float32's range of normal numbers, ...
+    """
+    dt = np.dtype(dtype)
+    hint = "pass dtype=np.float64" if dt.itemsize < 8 else ""
+    if isinstance(kernel, Gaussian):
+        for v in np.atleast_1d(np.asarray(kernel.sigma2, np.float64)):
+            check_in_dtype(v, "sigma2", dt, hint=hint or "rescale X and σ²")
+    elif isinstance(kernel, Polynomial):
+        gammas = np.atleast_1d(np.asarray(kernel.gamma, np.float64))
+        offsets = np.atleast_1d(np.asarray(kernel.coef0, np.float64))
+        for g in gammas:
+            check_in_dtype(g, "gamma", dt, hint=hint)
+        for c in offsets:
+            check_in_dtype(c, "coef0", dt, zero=True, hint=hint)
+        Xa = np.asarray(X)
+        sq = max(  # in row blocks: no float64 copy of a large X
+            float(np.max(np.sum(np.square(Xa[i : i + 65536].astype(np.float64)), axis=1)))
+            for i in range(0, Xa.shape[0], 65536)
+        )
+        base = float(np.max(gammas)) * sq + float(np.max(np.abs(offsets)))
+        p = kernel.degree
+        with np.errstate(divide="ignore"):
+            log_top = p * math.log(base) if base > 0 else -math.inf
+        if log_top > math.log(float(np.finfo(dt).max)) - math.log(4.0):
+            raise ValueError(
+                f"the polynomial kernel reaches ~({base:.3g})^{p}, beyond {dt.name}'s largest "
+                f"value {float(np.finfo(dt).max):.3g}: the kernel would be inf. Rescale X, "
+                "lower gamma or the degree" + (f", or {hint}" if hint else "") + "."
+            )
+        if log_top < math.log(spread_floor(dt)):
+            raise ValueError(
+                f"the polynomial kernel is at most ~({base:.3g})^{p}, below what {dt.name} "
+                f"resolves ({spread_floor(dt):.3g}): every kernel value would round to 0. "
+                "Rescale X, raise gamma or coef0" + (f", or {hint}" if hint else "") + "."
+            )
+
+
+def _resolve(kernel: Kernel | str | None, X) -> Kernel:
     if kernel is None or kernel == "gaussian" or kernel == "rbf":
         kernel = Gaussian()
     elif kernel == "linear":

@@ -63,8 +63,15 @@ import numpy as np
 from jaxrank import _buckets
 from jaxrank import io as _io
 from jaxrank import kernels as _kernels
-from jaxrank._fitting import choose_dtype, gram, pad_square
-from jaxrank._validation import check_cast, check_lam, check_positive, check_X_y
+from jaxrank._fitting import choose_dtype, fit_causes, gram, pad_square
+from jaxrank._validation import (
+    check_cast,
+    check_eps_dtype,
+    check_fit_result,
+    check_lam,
+    check_positive,
+    check_X_y,
+)
 from jaxrank.bases import resolve_basis
 from jaxrank.losses import get_loss
 from jaxrank.model import RankModel, rank_model_to_arrays, warn_stopped
@@ -390,7 +397,7 @@ def _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget) -> _Setup:
     dt = np.dtype(choose_dtype(X, dtype))
     check_cast(X, dt)
     idx = resolve_basis(basis, pos, key=key, n_basis=n_basis, X=X)
-    kernel = _kernels.resolve_kernel(kernel, X)
+    kernel = _kernels.resolve_kernel(kernel, X, dtype=dt)
     nb = idx.size
     n_pos = int(pos.sum())
     n_neg = int(pos.size - n_pos)
@@ -541,6 +548,8 @@ def fit_l1(
         raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     st = _setup(X, pos, basis, key, n_basis, kernel, dtype, memory_budget)
     dt, idx, nb = st.dt, st.idx, st.idx.size
+    if loss == "smoothed_hinge":
+        check_eps_dtype(eps, dt)
     nb_pad = st.Krr.shape[0]
     L = mus.size
     beta0 = np.zeros((L, nb_pad), dt)
@@ -569,6 +578,11 @@ def fit_l1(
     unsort = np.argsort(sort[:L])
     betas = np.asarray(betas)[unsort, :nb]
     info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
+    check_fit_result(
+        betas, info.status, "μ", mus, who="fit_l1", dtype=dt,
+        zero=bool(np.all(betas == 0)),  # one μ ≥ μ_max has the optimum 0; every μ, no model
+        causes=lambda: fit_causes(X, st.kernel, eps),
+    )  # fmt: skip
     _warn_status(info, mus, tol, st.floor)
     if scalar:
         betas = betas[0]

@@ -72,7 +72,13 @@ from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
-from jaxrank._validation import check_cast, check_positive, check_X_y
+from jaxrank._validation import (
+    check_cast,
+    check_fit_result,
+    check_in_dtype,
+    check_positive,
+    check_X_y,
+)
 from jaxrank.mibc_moments import (
     COVARIANCES,
     NegativeMoments,
@@ -278,7 +284,7 @@ def _check_nu(nu) -> tuple[np.ndarray, bool]:
     return arr, scalar
 
 
-def _resolve_mibc_kernel(kernel, Xh):
+def _resolve_mibc_kernel(kernel, Xh, dt):
     if kernel is None or kernel == "linear":
         return _kernels.Linear()
     if kernel == "sigmoid" or type(kernel).__name__.lower().startswith("sigmoid"):
@@ -287,7 +293,7 @@ def _resolve_mibc_kernel(kernel, Xh):
             "(D) would not be convex; use 'gaussian' or 'polynomial'."
         )
     # the Gaussian default σ²: mean squared distance between the whitened positives
-    return _kernels.resolve_kernel(kernel, np.asarray(Xh))
+    return _kernels.resolve_kernel(kernel, np.asarray(Xh), dtype=dt)
 
 
 @functools.partial(jax.jit, static_argnames=("gram",))
@@ -436,7 +442,9 @@ def fit_mibc(
     if kernel is None or isinstance(kernel, _kernels.Linear) or kernel == "linear":
         kern = _kernels.Linear()
     else:
-        kern = _resolve_mibc_kernel(kernel, _whiten(moments, P))
+        kern = _resolve_mibc_kernel(kernel, _whiten(moments, P), dt)
+    for c in 1.0 / (nus * n_pos):  # nu=1e-300: C = 1/(ν m+) is inf in the QP's dtype
+        check_in_dtype(c, "C = 1/(nu·m+)", dt, hint="raise nu (ν m+ < 1 already means C > 1)")
     C = jnp.asarray(1.0 / (nus * n_pos), dt)
     linear = isinstance(kern, _kernels.Linear)
     if qp == "low_rank" and not linear:
@@ -446,7 +454,17 @@ def fit_mibc(
     beta, info = solve_dual_batch(
         Xh if low_rank else Q, C, jnp.asarray(tol, dt), max_iter=max_iter, low_rank=low_rank
     )
+    check_fit_result(
+        beta, info.status, "nu", nus, who="fit_mibc", dtype=dt,
+        causes=["nu (C = 1/(ν m+) large: a hard margin in the whitened space)",
+                "X's scale or the kernel's parameters for this dtype (try dtype=np.float64)"],
+    )  # fmt: skip
     coef, v, bound, gauss = _finish(moments, Xh, Q, beta, linear=linear)
+    check_fit_result(  # v = ‖w‖² = 0: every score -ρ, a model that ranks nothing (any kernel)
+        np.asarray(v).reshape(-1, 1), info.status, "nu", nus, who="fit_mibc", dtype=dt,
+        causes=["X far from the origin relative to its spread for this dtype (centre X, e.g. "
+                "StandardScaler)", "every positive row equal after whitening"],
+    )  # fmt: skip
     _warn_status(info, nus, tol)
     model = MIBCModel(
         moments=moments,

@@ -157,7 +157,7 @@ def score_input(X, d: int, dtype, model) -> Any:
     if not (traced or isinstance(X, jax.Array)):
         X = check_X(X)
         _check_features(X.shape, d)
-        check_cast(X, dtype)
+        check_cast(X, dtype, underflow=False)  # scoring: rows may sit close together
         return np.asarray(X, dtype)
     X = jnp.asarray(X)
     if X.ndim != 2:

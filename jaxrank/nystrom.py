@@ -178,7 +178,7 @@ def pinv_sqrt(Krr: jax.Array, rcond) -> tuple[jax.Array, jax.Array]:
 
 
 def nystrom_map(
-    basis, kernel=None, *, X=None, rcond: float | None = None, dtype=None
+    basis, kernel=None, *, X=None, rcond: float | None = None, dtype=None, memory_budget=None
 ) -> NystromMap:
     """Fit the Nyström feature map of the basis rows ``basis`` (seed 003, Prop. 5, eq. 42).
 
@@ -195,6 +195,9 @@ def nystrom_map(
       rcond: relative eigenvalue cutoff in ``[0, 1)``; default ``n_basis · eps(dtype)``.
       dtype: ``float32`` or ``float64``; default float64 when ``basis`` is float64 and x64 is
         on, else float32.
+      memory_budget: bytes the basis Gram matrix ``K_RR`` and its eigendecomposition (three
+        ``(n_basis, n_basis)`` arrays: ``K_RR``, ``U`` and the projection) may take, checked
+        before ``K_RR`` is built (default as in :func:`jaxrank.fit`).
 
     Returns:
       A :class:`NystromMap`.
@@ -219,8 +222,13 @@ def nystrom_map(
             "the Gaussian σ² heuristic needs the training rows: pass X= or a kernel with "
             "sigma2 (e.g. jaxrank.kernels.gaussian(2.0))."
         )
-    kernel = _kernels.resolve_kernel(kernel, check_X(X) if X is not None else B)
+    kernel = _kernels.resolve_kernel(kernel, check_X(X) if X is not None else B, dtype=dt)
     nb = B.shape[0]
+    _kernels.check_memory(  # before the work: a 70,000-row basis is an 18 GiB Gram in float32
+        3 * nb * nb * np.dtype(dt).itemsize,
+        memory_budget,
+        f"the basis Gram matrix K_RR ({nb} x {nb}) and its eigendecomposition",
+    )
     eps = float(np.finfo(dt).eps)
     rcond = nb * eps if rcond is None else _check_rcond(rcond)
     Bd = jnp.asarray(B, dt)
@@ -254,7 +262,10 @@ def nystrom_features(
       kernel: a kernel object or name (default Gaussian); must be ``None`` with a fitted map.
       rcond: relative eigenvalue cutoff (:func:`nystrom_map`); ``None`` with a fitted map.
       dtype: as :func:`nystrom_map` (decided from ``X``).
-      memory_budget: bytes the ``(n, r)`` output may take.
+      memory_budget: bytes the ``(n, r)`` output may take, and the basis Gram matrix
+        (:func:`nystrom_map`); both checked before any kernel value is computed, the output at
+        its largest, ``(n, n_basis)`` (the rank ``r`` is known only after the
+        eigendecomposition).
 
     Returns:
       ``(n, r)`` features, ``r ≤ n_basis`` the numerical rank of ``K_RR``.
@@ -278,5 +289,10 @@ def nystrom_features(
     B = check_X(basis, name="basis")
     if B.shape[1] != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} features, the basis rows have {B.shape[1]}.")
-    fmap = nystrom_map(B, kernel, X=X, rcond=rcond, dtype=dt)
+    _kernels.check_memory(  # the output at its largest, before the Gram matrix and its eigh
+        X.shape[0] * B.shape[0] * np.dtype(dt).itemsize,
+        memory_budget,
+        f"the Nyström features ({X.shape[0]} x up to {B.shape[0]})",
+    )
+    fmap = nystrom_map(B, kernel, X=X, rcond=rcond, dtype=dt, memory_budget=memory_budget)
     return fmap.transform(X, memory_budget=memory_budget)

@@ -78,6 +78,9 @@ from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
     check_cast,
+    check_eps_dtype,
+    check_fit_result,
+    check_in_dtype,
     check_key,
     check_lam,
     check_lam_dtype,
@@ -387,6 +390,12 @@ def whitening(Kpp, rcond: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     K = np.asarray(Kpp)
     eps = np.finfo(K.dtype if K.dtype.kind == "f" else np.float64).eps
     K = K.astype(np.float64)
+    if not np.all(np.isfinite(K)):  # a raw LinAlgError from eigh would name no cause
+        raise ValueError(
+            f"K_{{++}} holds {int(np.sum(~np.isfinite(K)))} NaN or infinite value(s): the kernel "
+            "overflowed or underflowed in this dtype; check X's scale and the kernel's "
+            "parameters (or pass dtype=np.float64)."
+        )
     if rcond is None:
         rcond = K.shape[0] * eps
     evals, U = np.linalg.eigh((K + K.T) / 2)
@@ -531,7 +540,9 @@ def fit_rankrc_stochastic(
     dt = choose_dtype(X, dtype)
     check_cast(X, dt)
     check_lam_dtype(lams, dt)  # as fit_rows: a λ this dtype cannot solve is refused up front
-    kernel = _kernels.resolve_kernel(kernel, X)
+    check_eps_dtype(eps, dt)
+    check_in_dtype(learning_rate, "learning_rate", dt)
+    kernel = _kernels.resolve_kernel(kernel, X, dtype=dt)
 
     n_batches = -(-n_neg // min(batch_size, n_neg))
     size = -(-n_neg // n_batches)
@@ -577,6 +588,10 @@ def fit_rankrc_stochastic(
         cg_iterations=jnp.zeros((), jnp.int32),
         status=jnp.asarray(int(status), jnp.int32),
     )
+    check_fit_result(
+        np.asarray(beta), int(status), "λ", lams[:1], who="fit_rankrc_stochastic", dtype=dt,
+        causes=["the learning rate", "X's scale or the kernel's parameters for this dtype"],
+    )  # fmt: skip
     if status != Status.CONVERGED:
         warnings.warn(
             f"stochastic RankRC stopped with status {status.name} after {n_epochs} epochs "

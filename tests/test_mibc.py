@@ -720,7 +720,7 @@ def test_dtype_range_is_a_clear_error(small):
     X, y, _, _ = small
     with pytest.raises(ValueError, match=r"overflow float32"):
         fit_mibc(X * 1e20, y, nu=0.5, dtype=np.float32)
-    with pytest.raises(ValueError, match=r"below float32's range"):
+    with pytest.raises(ValueError, match=r"underflow float32"):  # check_cast (issue 31)
         fit_mibc(X * 1e-20, y, nu=0.5, dtype=np.float32)
     with pytest.raises(ValueError, match=r"overflow float32"):
         negative_moments(X * 1e20, dtype=np.float32)
