@@ -441,9 +441,10 @@ def fit_push(
       y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
       lam: λ > 0, or a 1-D grid.
       p: push exponent ``p ≥ 1`` (static: each new ``p`` compiles the solver once).
-      basis, loss, eps, kernel, key, n_basis, tol, max_iter, max_cg, path, chains, dtype,
-        memory_budget, init, max_kernel_bytes: as in :func:`jaxrank.fit.fit` (a kernel block
-        over ``max_kernel_bytes`` is streamed).
+      basis: as in :func:`jaxrank.fit.fit`, and so are ``loss``, ``eps``, ``kernel``, ``key``,
+        ``n_basis``, ``tol``, ``max_iter``, ``max_cg``, ``path``, ``chains``, ``dtype``,
+        ``memory_budget``, ``init`` and ``max_kernel_bytes`` (a kernel block over
+        ``max_kernel_bytes`` is streamed).
       precondition: ``"auto"`` / ``"spectral"`` (the spectral preconditioner of
         :func:`jaxrank.fit.fit` with the push's curvature, see ``_Push``), ``"cholesky"`` or
         ``"none"``; no Jacobi diagonal for the push.

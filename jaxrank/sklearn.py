@@ -58,6 +58,7 @@ __all__ = [
     "NystromRankClassifier",
     "RandomBasisRankClassifier",
     "RankRCClassifier",
+    "RankRCClassifierCV",
     "RankSVMClassifier",
     "SparseAUCClassifier",
 ]
