@@ -17,9 +17,9 @@ different levels counts once; the normaliser is the denominator of the paper's M
 after eq. 48, :func:`jaxrank.metrics.mauc`): with the 0/1 loss ``𝕀[f_i ≤ f_j]`` in place of ℓ
 the loss term would be ``1 − MAUC``.
 
-Implementation (DESIGN §3): rows are reordered by level, ascending, so the negatives of level
-``s`` ("all lower levels") are the prefix ``[0, o_s)`` of the reordered rows and its positives the
-slice ``[o_s, o_{s+1})``, with ``o_s = Σ_{r<s} m_r``; the level counts are static. Each of the
+Implementation (docs/design.md §3): rows are reordered by level, ascending, so the negatives of
+level ``s`` ("all lower levels") are the prefix ``[0, o_s)`` of the reordered rows and its positives
+the slice ``[o_s, o_{s+1})``, with ``o_s = Σ_{r<s} m_r``; the level counts are static. Each of the
 ``R − 1`` biclass terms is the sorted-window operator :func:`jaxrank.pairwise.value_and_grad` /
 :func:`jaxrank.pairwise.hvp` (reused, not copied); the terms are padded to common shapes and run
 as one ``jax.vmap`` of those operators (their native batched code), and the score-space

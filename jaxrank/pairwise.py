@@ -406,8 +406,8 @@ def value_and_grad(
 ) -> tuple[jax.Array, jax.Array, jax.Array, Windows]:
     """``L(f) = Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j)`` and its gradient in score space.
 
-    Seed 000 eq. (18)-(20) with the sorted windows of DESIGN §3: per negative ``j`` (``u = f_j``,
-    ``w = 1 + u``, sorted positives ``s``, window ``[a, b)``, ``n = b − a``)::
+    Seed 000 eq. (18)-(20) with the sorted windows of docs/design.md §3: per negative ``j``
+    (``u = f_j``, ``w = 1 + u``, sorted positives ``s``, window ``[a, b)``, ``n = b − a``)::
 
         Σ_i ℓ(s_i − u) = a (c + u) − Σ_{k<a} s_k + q (n w² − 2 w Σ_{a≤k<b} s_k + Σ_{a≤k<b} s_k²)
         ∂L/∂u          = a + 2q (n w − Σ_{a≤k<b} s_k)
@@ -446,7 +446,7 @@ def hvp(
 
     Each pair in the quadratic piece contributes ``2q (d_i − d_j)`` to positive ``i`` and
     ``2q (d_j − d_i)`` to negative ``j`` (seed 000, the ``I^Q`` term of the Hessian after
-    eq. 20; DESIGN §3)::
+    eq. 20; docs/design.md §3)::
 
         (H d)_k = 2q (nq_k d_k − Σ_{j∈Q(k)} d_j)       (H d)_j = 2q (n_j d_j − Σ_{a_j≤k<b_j} d_k)
 

@@ -4,8 +4,8 @@ Seed 000 (Sec. 6) tunes the penalty λ of every ranker by 10-fold cross-validati
 ``log2 λ = −20, −18, …, 10``, with the Gaussian kernel's σ² set by the heuristic
 ``σ² = (1/m²) Σ_ij ||x_i − x_j||²`` on the training rows. :func:`select_lambda` runs exactly this
 protocol: for each fold the whole λ grid is fitted in one call of :func:`jaxrank.fit` (one batched
-solve, DESIGN §4) and scored on the held-out rows with :func:`jaxrank.metrics.auc`; the λ with the
-largest mean AUC over the folds wins, and the ranker is refitted on every row at that λ.
+solve, docs/design.md §4) and scored on the held-out rows with :func:`jaxrank.metrics.auc`; the λ
+with the largest mean AUC over the folds wins, and the ranker is refitted on every row at that λ.
 """
 
 from __future__ import annotations

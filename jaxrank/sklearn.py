@@ -1,6 +1,6 @@
 """scikit-learn estimators over :func:`jaxrank.fit`: RankRC, RankSVM and RANK-RND rankers.
 
-Thin faces (DESIGN §8): every number comes from :func:`jaxrank.fit`; these classes only map
+Thin faces (docs/design.md §8): every number comes from :func:`jaxrank.fit`; these classes only map
 scikit-learn's conventions (``classes_``, ``n_features_in_``, ``get_params``) onto it. They
 work inside ``Pipeline`` and ``GridSearchCV``; as everywhere in jaxrank nothing is standardised
 silently, so put a scaler first (the paper standardises every data set)::

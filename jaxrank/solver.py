@@ -7,7 +7,7 @@ closures::
     hvp(lin, v) -> H(x) v            # reuses lin: the ranking objective sorts once per step
 
 so that the expensive "linearisation" (the sorted windows of :mod:`jaxrank.pairwise`) happens
-once per Newton step and is reused in every CG step (seed 000 Sec. 5.2; DESIGN §3-§4).
+once per Newton step and is reused in every CG step (seed 000 Sec. 5.2; docs/design.md §3-§4).
 
 Each outer iteration solves the trust-region subproblem (seed 000 eq. 17)::
 
