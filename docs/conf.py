@@ -103,6 +103,18 @@ def _skip_foreign(app, what, name, obj, skip, options):
     return None
 
 
+def _results_for_site(app, relative_path, parent_docname, content) -> None:
+    """RESULTS.md (included by reproducing.md) as a page of the site: its HTML anchors become
+    MyST targets and its links to the committed JSON become downloads."""
+    if Path(relative_path).name != "RESULTS.md":
+        return
+    text = re.sub(r'<a id="([\w-]+)"></a>', r"(\1)=", content[0])
+    text = re.sub(
+        r"\[`?([^]`]*?)`?\]\((bench/results/[^)]+?\.json)\)", r"{download}`\1 <../\2>`", text
+    )
+    content[0] = re.sub(r"\[`?([^]`]*?)`?\]\((bench/results/)\)", r"`\2`", text)
+
+
 def _generate(app) -> None:
     _apigen.generate(DOCS)
     _copy_notebooks(DOCS)
@@ -112,4 +124,5 @@ def setup(app):
     app.connect("builder-inited", _generate)
     app.connect("autodoc-process-docstring", _escape_bars)
     app.connect("autodoc-skip-member", _skip_foreign)
+    app.connect("include-read", _results_for_site)
     return {"parallel_read_safe": True}
