@@ -52,7 +52,7 @@ certificate held (with a warning). Measured at the default ``grad_tol = 1e-2`` (
 m = 600, m+ = 30, batches of 95, ``tests/test_stochastic.py``'s data): the plateau rule stops at
 0.6-1.7 % of ``||∇F(0)||_∞`` with the default ``tol``/``patience`` (λ = 10⁻⁴…10⁻², so some λ
 end ``PRECISION``), and at 0.26-0.49 % with ``tol = 1e-6`` (the minibatch noise floor of this
-batch size); the batch Newton solver reaches 10⁻⁶ absolute. At the README's scale
+batch size); the batch Newton solver reaches 10⁻⁶ absolute. At the scale of docs/scaling.md
 (``bench/stochastic.py``: float32, m = 2·10⁵, m+ = 1000, λ = 2⁻⁸, batches of 1000) the
 committed run's plateau has ``||∇F||_∞ = 6.6e-4`` against ``||∇F(0)||_∞ = 0.120``: 0.55 %.
 
