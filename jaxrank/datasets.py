@@ -61,6 +61,13 @@ class RareClassCenters(NamedTuple):
         in the order ``(1, 0), (2, 0), (2, 1), (3, 0), ..., (5, 4)``.
       sigma: the common standard deviation; every component has covariance ``sigma**2 I``.
       t: the overlap parameter in ``[0, 1]`` (smaller ``t``: less overlap).
+
+    Example:
+      >>> import jax
+      >>> from jaxrank.datasets import rare_class_centers
+      >>> c = rare_class_centers(0.75, key=jax.random.key(0))
+      >>> c.pos.shape, c.neg.shape, c.sigma, c.t  # 6 rare and 15 majority centres in d = 5
+      ((6, 5), (15, 5), 0.5, 0.75)
     """
 
     pos: np.ndarray

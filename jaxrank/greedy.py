@@ -94,6 +94,16 @@ class CandidateSteps(NamedTuple):
       reduction: ``(κ,)`` ``φ_c(0) − φ_c(t*) ≥ 0``, the decrease of F: the candidate's score.
       grad: ``(κ,)`` ``φ_c'(t*)``, the derivative left at the returned step.
       iterations: ``()`` Newton iterations run (the batch stops when every candidate is done).
+
+    Example:
+      >>> import jax
+      >>> import jaxrank
+      >>> from jaxrank.greedy import fit_greedy
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model, history = fit_greedy(X, y, 0.1, n_basis=5, key=jax.random.key(0),
+      ...                             return_history=True)
+      >>> bool((history.reduction >= 0).all())  # each step's chosen candidate lowered F
+      True
     """
 
     step: jax.Array
@@ -116,6 +126,16 @@ class GreedyHistory(NamedTuple):
       grow_lam: the λ at which the basis was grown.
       best_size: size of the returned basis (``T`` unless stopped early on validation).
       stopped_early: whether validation AUC stalled for ``patience`` steps.
+
+    Example:
+      >>> import jax
+      >>> import jaxrank
+      >>> from jaxrank.greedy import fit_greedy
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model, history = fit_greedy(X, y, 0.1, n_basis=5, key=jax.random.key(0),
+      ...                             return_history=True)
+      >>> history.basis_size.tolist(), model.basis.shape
+      ([1, 2, 3, 4, 5], (5, 5))
     """
 
     basis_size: np.ndarray

@@ -63,6 +63,14 @@ class Windows(NamedTuple):
       active: ``(m−,)`` bool, ``b_j > a_j`` (the negative has at least one quadratic pair).
       nl: ``(m+,)`` int32, per sorted positive, the number of negatives in its linear piece.
       nq: ``(m+,)`` int32, per sorted positive, the number of negatives in its quadratic piece.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.pairwise import windows
+      >>> w = windows(jnp.array([1.0, 0.2]), jnp.array([0.0, 0.9]), get_loss("smoothed_hinge"))
+      >>> w.nl.tolist(), w.nq.tolist()  # per sorted positive: pairs on the linear, quadratic piece
+      ([1, 0], [1, 1])
     """
 
     order: jax.Array
@@ -397,6 +405,15 @@ def windows(
 
     Returns:
       The :class:`Windows` at these scores. Cost O(m+ log m+ + m− log m+).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.pairwise import value_and_grad, windows
+      >>> fp, fn = jnp.array([1.0, 0.2]), jnp.array([0.0, 0.9])
+      >>> w = windows(fp, fn, get_loss("smoothed_hinge"))  # what value_and_grad also returns
+      >>> bool((w.order == value_and_grad(fp, fn, get_loss("smoothed_hinge"))[3].order).all())
+      True
     """
     return _windows(fp, fn, loss, real_counts(n_pos, n_neg))
 
@@ -458,5 +475,14 @@ def hvp(
 
     Returns:
       ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.pairwise import hvp, value_and_grad
+      >>> loss = get_loss("smoothed_hinge")
+      >>> value, gp, gn, w = value_and_grad(jnp.array([0.5]), jnp.array([0.0]), loss)
+      >>> hvp(w, jnp.array([1.0]), jnp.array([0.0]), loss)  # ℓ'' = 2q = 1 on the quadratic piece
+      (Array([1.], dtype=float32), Array([-1.], dtype=float32))
     """
     return _hvp(w, dp, dn, loss)

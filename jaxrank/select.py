@@ -52,6 +52,16 @@ class SelectionResult(NamedTuple):
         ``k0, _ = jax.random.split(key)``.
       model: the scalar-λ :class:`~jaxrank.RankModel` refitted on all rows at the best
         parameters, or ``None`` with ``refit=False``.
+
+    Example:
+      >>> import jax
+      >>> import numpy as np
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> lams = 2.0 ** np.arange(-6, 1, 3)
+      >>> res = jaxrank.select_lambda(X, y, lams, folds=3, key=jax.random.key(0))
+      >>> res.cv_auc.shape, float(res.best_lam) in res.lams
+      ((3, 3), True)
     """
 
     lams: np.ndarray
@@ -159,6 +169,15 @@ def shared_floors(m: int, n_pos: int, n_basis: int, n_lams: int, itemsize: int, 
       m, n_pos: rows and rare rows of the whole (training) set; ``n_basis``: its basis size;
       n_lams: the λ count; itemsize: bytes per kernel entry.
       coarse: the power-of-two ladder for small blocks (:func:`jaxrank._cv.search_floors`).
+
+    Example:
+      >>> from jaxrank.select import shared_floors
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.1, 0.75, seed=0)
+      >>> with shared_floors(400, 40, 40, 1, 4):  # the whole set's sizes: folds pad up to them
+      ...     fold = jaxrank.fit_rankrc(X[:300], y[:300], 0.5)
+      >>> fold.coef.shape  # the 29 rare rows among the first 300
+      (29,)
     """
     groups = (_buckets.bucket(n_pos), _buckets.bucket(m - n_pos))
     nb = _buckets.bucket(int(n_basis))

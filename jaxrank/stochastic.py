@@ -105,6 +105,15 @@ class StochasticHistory(NamedTuple):
       objective: ``(epochs,)`` exact full objective ``F(β)`` after each epoch.
       grad_norm: ``(epochs,)`` exact ``||∇_β F(β)||_∞`` after each epoch.
       epochs: ``()`` number of epochs run.
+
+    Example:
+      >>> import jax
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.1, 0.75, seed=0)
+      >>> model, history = jaxrank.fit_rankrc_stochastic(
+      ...     X, y, 0.1, batch_size=90, epochs=3, key=jax.random.key(0), return_history=True)
+      >>> history.objective.shape
+      (3,)
     """
 
     objective: jax.Array
@@ -341,6 +350,14 @@ def batch_objective(beta, Kpp, Kb, lam, *, eps: float = 0.5):
 
     Returns:
       ``(F_B, grad)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.stochastic import batch_objective
+      >>> Kpp, Kb = jnp.eye(2), jnp.zeros((3, 2))  # 2 positives, a batch of 3 negatives
+      >>> F, grad = batch_objective(jnp.zeros(2), Kpp, Kb, 0.1)
+      >>> float(F), grad.shape  # every margin 0: ℓ(0) = 1 − ε
+      (0.5, (2,))
     """
     beta = jnp.asarray(beta)
     dt = beta.dtype
