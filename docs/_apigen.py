@@ -143,7 +143,7 @@ def _title(text: str, char: str) -> str:
 def _directive(e: Entry) -> str:
     if e.canonical is not None:
         return (
-            f".. py:data:: {e.qualname}\n   :no-typesetting:\n\n"
+            f".. py:data:: {e.name}\n   :module: {e.module}\n   :no-typesetting:\n\n"
             f"``{e.qualname}``: the same object as :py:obj:`{e.canonical}`.\n"
         )
     if e.kind == "function":

@@ -96,14 +96,12 @@ class CandidateSteps(NamedTuple):
       iterations: ``()`` Newton iterations run (the batch stops when every candidate is done).
 
     Example:
-      >>> import jax
-      >>> import jaxrank
-      >>> from jaxrank.greedy import fit_greedy
-      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
-      >>> model, history = fit_greedy(X, y, 0.1, n_basis=5, key=jax.random.key(0),
-      ...                             return_history=True)
-      >>> bool((history.reduction >= 0).all())  # each step's chosen candidate lowered F
-      True
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.greedy import newton_candidates
+      >>> D = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # two candidate columns
+      >>> s = newton_candidates(jnp.zeros(3), D, jnp.zeros(2), jnp.ones(2), 1.0, 1, 2)
+      >>> s.step.shape, s.reduction.shape  # one 1-D Newton solution per candidate
+      ((2,), (2,))
     """
 
     step: jax.Array
