@@ -224,7 +224,7 @@ def test_every_public_name_has_a_reference_entry(site):
     assert wanted - known == set(), sorted(wanted - known)
     cli = (html / "api" / "jaxrank.cli.html").read_text(encoding="utf-8")
     for command in ("demo", "fit", "predict", "bench"):
-        assert f"jaxrank {command} --help" in cli, command
+        assert f"usage: jaxrank {command}" in cli, command  # its --help, as printed
 
 
 def test_math_is_rendered(site):
