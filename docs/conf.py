@@ -41,7 +41,7 @@ extensions = [
     "sphinx.ext.mathjax",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "README.md", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
