@@ -130,10 +130,10 @@ class GreedyHistory(NamedTuple):
       >>> import jaxrank
       >>> from jaxrank.greedy import fit_greedy
       >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
-      >>> model, history = fit_greedy(X, y, 0.1, n_basis=5, key=jax.random.key(0),
+      >>> model, history = fit_greedy(X, y, 2.0**-6, n_basis=10, kappa=20, key=jax.random.key(0),
       ...                             return_history=True)
-      >>> history.basis_size.tolist(), model.basis.shape
-      ([1, 2, 3, 4, 5], (5, 5))
+      >>> history.basis_size.tolist(), model.basis.shape  # one basis function per step
+      ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], (10, 5))
     """
 
     basis_size: np.ndarray

@@ -410,10 +410,10 @@ class PushModel(RankModel):
 
     Example:
       >>> import jaxrank
-      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
-      >>> model = jaxrank.fit_push(X, y, 0.5, p=4.0)
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_push(X, y, 1e-2, p=4)
       >>> float(model.p), model.decision_function(X).shape
-      (4.0, (200,))
+      (4.0, (300,))
     """
 
     p: float = dataclasses.field(default=1.0, metadata=dict(static=True))

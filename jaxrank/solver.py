@@ -77,8 +77,8 @@ class Status(enum.IntEnum):
       >>> import jaxrank
       >>> jaxrank.Status.CONVERGED.name, int(jaxrank.Status.CONVERGED)
       ('CONVERGED', 0)
-      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
-      >>> model = jaxrank.fit_rankrc(X, y, [1.0, 0.5])
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_rankrc(X, y, [1.0, 0.25])
       >>> [jaxrank.Status(int(s)).name for s in model.info.status]
       ['CONVERGED', 'CONVERGED']
     """

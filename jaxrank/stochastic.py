@@ -108,12 +108,14 @@ class StochasticHistory(NamedTuple):
 
     Example:
       >>> import jax
+      >>> import jax.numpy as jnp
       >>> import jaxrank
-      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.1, 0.75, seed=0)
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
       >>> model, history = jaxrank.fit_rankrc_stochastic(
-      ...     X, y, 0.1, batch_size=90, epochs=3, key=jax.random.key(0), return_history=True)
-      >>> history.objective.shape
-      (3,)
+      ...     X, y, 1e-2, batch_size=90, key=jax.random.key(0), tol=1e-6, patience=5,
+      ...     return_history=True)
+      >>> int(history.epochs), int(jnp.isfinite(history.objective).sum())  # then NaN
+      (64, 64)
     """
 
     objective: jax.Array
