@@ -114,8 +114,8 @@ class StochasticHistory(NamedTuple):
       >>> model, history = jaxrank.fit_rankrc_stochastic(
       ...     X, y, 1e-2, batch_size=90, key=jax.random.key(0), tol=1e-6, patience=5,
       ...     return_history=True)
-      >>> int(history.epochs), int(jnp.isfinite(history.objective).sum())  # then NaN
-      (64, 64)
+      >>> int(jnp.isfinite(history.objective).sum()) == int(history.epochs)  # then NaN
+      True
     """
 
     objective: jax.Array
