@@ -1,6 +1,6 @@
 """Scale targets of issue "Scale": the 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶.
 
-Protocol and results: RESULTS.md §14 (README "Scale"). Each stage runs in its own subprocess, so
+Protocol and results: RESULTS.md §14 (docs/scaling.md). Each stage runs in its own subprocess, so
 its peak RSS (``ru_maxrss``: data, kernel block, solver, compiled code) is its own and every call
 a cold start. ``grid``: m = 10⁶, ρ = 0.1 %, the paper's 16 λ in **one** ``fit_rankrc(...,
 path="batch")`` call, wall time as a user sees it (target < 5 min on 2 CPU cores). ``stream``:

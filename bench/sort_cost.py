@@ -1,11 +1,11 @@
 """CPU sort cost: which exact sort should a Newton step use? (issue 6, item 5).
 
-Every Newton step of the sorted-window objective (DESIGN §3) sorts scores once (the λ grid and
-the CG steps reuse the windows), and DESIGN §5 found sorting, not the products, to be the CPU
-bottleneck. This times the sorts of :func:`full_variants` and, from the stable permutation
+Every Newton step of the sorted-window objective (docs/design.md §3) sorts scores once (the λ grid
+and the CG steps reuse the windows), and docs/design.md §5 found sorting, not the products, to be
+the CPU bottleneck. This times the sorts of :func:`full_variants` and, from the stable permutation
 ``p0`` of the scores ``x0`` before a small step, the re-sorts of the nearly sorted ``x1[p0]`` of
-:func:`incremental_variants`, jitted, at m = 10⁴, 10⁵, 10⁶ float32 scores, each checked element
-for element against ``np.argsort(x1, kind="stable")`` (ties broken by index).
+:func:`incremental_variants`, jitted, at m = 10⁴, 10⁵, 10⁶ float32 scores, each checked element for
+element against ``np.argsort(x1, kind="stable")`` (ties broken by index).
 
 Scores (:func:`make_scores`): standard normal float32 with ties on 1 % of the entries each:
 groups of 4 equal scores in both ``x0`` and ``x1`` (duplicate rows, tied at every step) and

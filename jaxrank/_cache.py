@@ -103,7 +103,16 @@ _MIN_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 
 
 class CompilationCacheWarning(UserWarning):
-    """The persistent compilation cache directory cannot be used; jaxrank compiles without it."""
+    """The persistent compilation cache directory cannot be used; jaxrank compiles without it.
+
+    Example:
+      >>> import warnings
+      >>> import jaxrank
+      >>> issubclass(jaxrank.CompilationCacheWarning, Warning)
+      True
+      >>> with warnings.catch_warnings():  # e.g. where the cache cannot be written anyway
+      ...     warnings.simplefilter("ignore", jaxrank.CompilationCacheWarning)
+    """
 
 
 def _truthy(value: str | None) -> bool:
@@ -117,7 +126,14 @@ def default_cache_dir() -> Path:
 
 
 def compilation_cache_dir() -> Path | None:
-    """The directory JAX's persistent compilation cache uses now, ``None`` when it is off."""
+    """The directory JAX's persistent compilation cache uses now, ``None`` when it is off.
+
+    Example:
+      >>> import jaxrank
+      >>> path = jaxrank.compilation_cache_dir()  # a pathlib.Path, or None when the cache is off
+      >>> path is None or path.name != ""
+      True
+    """
     if not jax.config.jax_enable_compilation_cache:
         return None
     path = jax.config.jax_compilation_cache_dir
@@ -206,6 +222,15 @@ def set_compilation_cache(path: str | os.PathLike | None) -> Path | None:
       The directory now in use, or ``None`` when caching is off — also when ``path`` cannot be
       used (not creatable, not writable, file system full), which warns once with a
       :class:`CompilationCacheWarning` instead of raising.
+
+    Example:
+      >>> import tempfile
+      >>> import jaxrank
+      >>> before = jaxrank.compilation_cache_dir()
+      >>> jaxrank.set_compilation_cache(tempfile.mkdtemp()).is_dir()
+      True
+      >>> jaxrank.set_compilation_cache(None)  # off
+      >>> _ = jaxrank.set_compilation_cache(before)  # as it was
     """
     p = None if path is None else Path(os.fspath(path)).expanduser()
     return _use(p, source="directory")

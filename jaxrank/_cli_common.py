@@ -46,8 +46,8 @@ class Parser(argparse.ArgumentParser):
 class Progress:
     """A text progress bar on stderr; one step is one fit of the λ grid (a fold, a refit).
 
-    The grid itself is solved in one batched call (DESIGN §4), so progress cannot be finer than
-    one step per fit. On a terminal the bar is redrawn in place; otherwise (a log file, a pipe)
+    The grid itself is solved in one batched call (docs/design.md §4), so progress cannot be finer
+    than one step per fit. On a terminal the bar is redrawn in place; otherwise (a log file, a pipe)
     each finished step is one line.
     """
 

@@ -79,6 +79,22 @@ def save_model_file(path, mf: ModelFile) -> None:
     - the preprocessing and the selection record under plain names (``mean``, ``scale``,
       ``feature_names``, ``target``, ``positive_label``, ``classes``, ``grid``, ``score``, ...);
     - ``format``/``version`` and ``checksum``, a SHA-256 of every other array, checked on load.
+
+    Example:
+      >>> import os, tempfile
+      >>> import numpy as np
+      >>> import jaxrank
+      >>> from jaxrank.cli import ModelFile, load_model_file, save_model_file
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> mf = ModelFile(model=jaxrank.fit_rankrc(X, y, 0.5), mean=np.zeros(5), scale=np.ones(5),
+      ...                feature_names=None, target=None, positive_label="1", classes=("-1", "1"),
+      ...                input_format="npz", zero_based=None, selection="fixed",
+      ...                grid=np.array([0.5]), score=np.array([np.nan]),
+      ...                score_se=np.array([np.nan]))
+      >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+      >>> save_model_file(path, mf)
+      >>> load_model_file(path).selection
+      'fixed'
     """
     from jaxrank import io as model_io
 

@@ -9,7 +9,7 @@ sorted windows (:mod:`jaxrank.pairwise`), gradient ``g_f @ K`` (one product) →
 Hessian-vector products ``K v`` and ``h @ K`` reusing the windows → :class:`RankModel`.
 
 A λ grid is solved by ``jax.vmap`` of the single-λ solver with the kernel block unbatched, so
-each CG step is one matrix-matrix product for the whole grid (DESIGN §4), or, with
+each CG step is one matrix-matrix product for the whole grid (docs/design.md §4), or, with
 ``path="warm"``, as a ``lax.scan`` from large to small λ, each solve warm-started at the
 previous solution (seed 000, footnote 2).
 
@@ -608,7 +608,7 @@ def fit_rows(
     # The gradient is a difference of two sums over m rows (positives pull, negatives push)
     # that cancel at the optimum; with the two-level product their rounding error is about
     # eps·(√block + √(m/block))·max|k|: the smallest gradient this dtype resolves (≈ 2e-6 in
-    # float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, DESIGN §5).
+    # float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, docs/design.md §5).
     kmax = float(np.max(np.abs(np.diag(Krr_n))))
     depth = math.sqrt(block) + math.sqrt(rows * n_chunks / block)
     floor = float(np.finfo(dt).eps) * depth * max(kmax, 1.0)

@@ -3,7 +3,7 @@
 numpy and the standard library only (no pandas). Every reader returns a :class:`Table` of float64
 features and the labels as read; a bad file raises a ``ValueError`` that names the file, the line
 and the column (a missing file: ``FileNotFoundError``), so that the CLI can print one clear line.
-Nothing is standardised here: that is the CLI's job (DESIGN §2).
+Nothing is standardised here: that is the CLI's job (docs/design.md §2).
 
 - CSV: the first row names the columns; ``target`` picks the label column by name or by
   (0-based, possibly negative) index. Every other selected column must hold finite numbers.

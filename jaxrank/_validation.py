@@ -241,7 +241,20 @@ def check_lam_dtype(lams: np.ndarray, dtype) -> None:
 
 
 class PrecisionWarning(UserWarning):
-    """Casting the data to the fit's floating dtype destroys much of its spread."""
+    """Casting the data to the fit's floating dtype destroys much of its spread.
+
+    Example:
+      >>> import warnings
+      >>> import numpy as np
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> X = np.asarray(X, np.float64) + 1e9  # a large offset: float32 keeps ~2 digits of spread
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     _ = jaxrank.fit_rankrc(X, y, 1.0)
+      >>> any(issubclass(w.category, jaxrank.PrecisionWarning) for w in caught)
+      True
+    """
 
 
 def check_cast(

@@ -206,7 +206,13 @@ AUTO_MIN_BASIS = 256
 
 
 def auto_basis_size(m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS) -> int:
-    """``|R| = max(m+, min(m, min_basis))``: the size of the auto basis (see :func:`auto_basis`)."""
+    """``|R| = max(m+, min(m, min_basis))``: the size of the auto basis (see :func:`auto_basis`).
+
+    Example:
+      >>> from jaxrank.bases import auto_basis_size
+      >>> auto_basis_size(10_000, 20), auto_basis_size(10_000, 500), auto_basis_size(100, 10)
+      (256, 500, 100)
+    """
     if isinstance(min_basis, bool) or int(min_basis) != min_basis or min_basis < 1:
         raise ValueError(f"min_basis must be a positive integer, got {min_basis!r}.")
     return max(int(n_pos), min(int(m), int(min_basis)))

@@ -135,6 +135,14 @@ def projected_residual_bound(residuals, y, lam, *, kappa: float = 1.0):
 
     Returns:
       A float for a scalar λ, else an ``(L,)`` array.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.bounds import projected_map_bound, projected_residual_bound
+      >>> y = np.array([1, 1, -1, -1, -1, -1])
+      >>> rho = np.array([0.0, 0.0, 0.5, 0.2, 1.0, 0.0])  # residuals of the rows, basis rows 0
+      >>> projected_residual_bound(rho, y, 1.0) <= projected_map_bound(y, np.array([0, 1]), 1.0)
+      True
     """
     pos = check_binary_labels(y)
     lam, scalar = _lams(lam)
@@ -168,6 +176,14 @@ def projection_residuals(X, basis, kernel=None, *, rcond=None) -> np.ndarray:
 
     Returns:
       ``(n,)`` float64 numpy array.
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.bounds import projection_residuals
+      >>> X, y = jaxrank.datasets.make_rare_class(100, 0.1, 0.75, seed=0)
+      >>> rho = projection_residuals(X, X[y == 1])  # basis: the rare rows
+      >>> rho.shape, bool(rho[y == 1].max() < 1e-2), bool(rho.max() <= 1.0)
+      ((100,), True, True)
     """
     X = check_X(X)
     if not isinstance(basis, NystromMap):
@@ -230,6 +246,17 @@ def kernel_perturbation_bound(K, K_prime, lam, *, kappa: float = 1.0):
 
     Returns:
       A float for a scalar λ, else an ``(L,)`` array.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.bounds import kernel_perturbation_bound, nystrom_kernel
+      >>> from jaxrank.kernels import gaussian
+      >>> X = np.random.default_rng(0).normal(size=(40, 2))
+      >>> K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2.0)  # Gaussian, σ² = 2: κ = 1
+      >>> K_prime = np.asarray(nystrom_kernel(K, np.arange(10)), np.float64)  # 10 basis rows
+      >>> bound = kernel_perturbation_bound(K, K_prime, 1.0, kappa=1.01)  # κ over float32 rounding
+      >>> bool(bound > 0)
+      True
     """
     K = _check_gram(K, "K")
     Kp = _check_gram(K_prime, "K_prime")
@@ -275,6 +302,16 @@ def nystrom_kernel(K, basis, *, rcond: float | None = None) -> jax.Array:
 
     Returns:
       ``(m, m)`` in ``K``'s dtype.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.bounds import nystrom_kernel
+      >>> from jaxrank.kernels import gaussian
+      >>> X = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+      >>> K = gaussian(2.0)(X, X)
+      >>> Kp = nystrom_kernel(K, np.arange(5))
+      >>> Kp.shape, bool(np.allclose(Kp[:5, :5], K[:5, :5], atol=1e-4))  # exact on the basis
+      ((20, 20), True)
     """
     K = _check_gram(K, "K")
     if np.asarray(basis).ndim != 1:

@@ -13,7 +13,7 @@
 Randomness is explicit: every draw takes a keyword-only ``key=`` (a ``jax.random.key``) or an
 integer ``seed=``. Draws are made in float32 (and uint32 bits) with ``jax.random`` and returned
 as numpy float64/int32 arrays, so that the same key gives the same data whether or not
-``jax_enable_x64`` is set. Nothing is standardised: the caller does that (DESIGN.md, Sec. 2).
+``jax_enable_x64`` is set. Nothing is standardised: the caller does that (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -61,6 +61,13 @@ class RareClassCenters(NamedTuple):
         in the order ``(1, 0), (2, 0), (2, 1), (3, 0), ..., (5, 4)``.
       sigma: the common standard deviation; every component has covariance ``sigma**2 I``.
       t: the overlap parameter in ``[0, 1]`` (smaller ``t``: less overlap).
+
+    Example:
+      >>> import jax
+      >>> from jaxrank.datasets import rare_class_centers
+      >>> c = rare_class_centers(0.75, key=jax.random.key(0))
+      >>> c.pos.shape, c.neg.shape, c.sigma, c.t  # 6 rare and 15 majority centres in d = 5
+      ((6, 5), (15, 5), 0.5, 0.75)
     """
 
     pos: np.ndarray
@@ -96,7 +103,7 @@ def rare_class_centers(
     """Draw the component centres of the simulated rare-class generator (seed 000, Sec. 6.1).
 
     The six rare-class centres ``mu_i`` are drawn uniformly in ``[-1, 1]^d`` (the paper says "a
-    unit cube"; ``[-1, 1]^d`` is the reading that reproduces its True-Bayes AUCs, DESIGN.md Sec. 7:
+    unit cube"; ``[-1, 1]^d`` is the reading that reproduces its True-Bayes AUCs, docs/design.md §7:
     centres in ``[0, 1]^d`` give about 58 % for every ``t``). The fifteen majority centres lie on
     the segments between pairs of rare centres, ``t * mu_i + (1 - t) * mu_j`` for ``i > j``; ``t``
     controls the class overlap (seed 000 uses ``t = 0.9 / 0.75 / 0.6`` for high / medium / low).

@@ -241,6 +241,13 @@ class DOPMIDModel:
       measure: ``"am"`` or ``"qm"`` (static).
       feature_map: ``"balanced"`` or ``"sum"`` (static).
       C_scale: ``"svc"`` or ``"paper"`` (static): how ``C`` and ``coef`` are scaled.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_dopmid(X, y, 1.0, measure="am")
+      >>> model.decision_function(X).shape, sorted(set(model.predict(X).tolist()))
+      ((200,), [-1, 1])
     """
 
     coef: jax.Array

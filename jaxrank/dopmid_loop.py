@@ -62,6 +62,13 @@ class DOPMIDInfo(NamedTuple):
         QP cannot be solved that accurately in this dtype), or the QP value stopped
         increasing; ``NONFINITE``.
       gap: ``P − D = C'(violation − Σ_c (α_c/C') H_w(ȳ_c))``, computed without cancellation.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> info = jaxrank.fit_dopmid(X, y, 1.0).info
+      >>> jaxrank.Status(int(info.status)).name, int(info.n_planes) >= 1
+      ('CONVERGED', True)
     """
 
     iterations: jax.Array

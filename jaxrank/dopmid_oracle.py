@@ -104,6 +104,14 @@ class MostViolated(NamedTuple):
       labels: ``(n,)`` int32 labelling ``ȳ`` in ``{+1, -1}``.
       violation: ``H(ȳ) = Δ(ȳ, y) − Σ_i u_i s_i`` (``≥ 0``; 0 at ``ȳ = y``).
       loss: ``Δ(ȳ, y)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.dopmid_oracle import most_violated
+      >>> y = jnp.array([1, -1, -1, -1])
+      >>> mv = most_violated(jnp.array([0.5, 0.2, -1.0, 0.9]), y, measure="am")
+      >>> mv.labels.shape, bool(mv.violation >= 0)
+      ((4,), True)
     """
 
     labels: jax.Array

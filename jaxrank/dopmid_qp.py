@@ -37,6 +37,13 @@ class QPResult(NamedTuple):
       iterations: interior-point iterations.
       converged: the interior-point residuals reached the tolerance.
       polished: the active-set polish was accepted (the solution is exact to rounding).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.dopmid_qp import solve_qp
+      >>> res = solve_qp(jnp.eye(2), jnp.array([1.0, 0.5]), 1.0)  # max bᵀa − ½aᵀGa on C·simplex
+      >>> res.alpha.shape, bool(res.converged)
+      ((2,), True)
     """
 
     alpha: jax.Array

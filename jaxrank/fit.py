@@ -231,6 +231,13 @@ def fit_ranksvm(X, y, lam, **kwargs) -> RankModel:
     """Kernel RankSVM (seed 000 eq. 6, smoothed): :func:`fit` with ``basis="all"``.
 
     Needs the full m × m kernel matrix: refused beyond the memory budget.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_ranksvm(X, y, 2.0**-4)
+      >>> model.basis.shape  # every training row is a basis row
+      (200, 5)
     """
     if "basis" in kwargs:
         raise TypeError("fit_ranksvm fixes basis='all'; use fit(basis=...) for other bases.")

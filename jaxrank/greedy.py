@@ -96,6 +96,14 @@ class CandidateSteps(NamedTuple):
       reduction: ``(κ,)`` ``φ_c(0) − φ_c(t*) ≥ 0``, the decrease of F: the candidate's score.
       grad: ``(κ,)`` ``φ_c'(t*)``, the derivative left at the returned step.
       iterations: ``()`` Newton iterations run (the batch stops when every candidate is done).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.greedy import newton_candidates
+      >>> D = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # two candidate columns
+      >>> s = newton_candidates(jnp.zeros(3), D, jnp.zeros(2), jnp.ones(2), 1.0, 1, 2)
+      >>> s.step.shape, s.reduction.shape  # one 1-D Newton solution per candidate
+      ((2,), (2,))
     """
 
     step: jax.Array
@@ -118,6 +126,16 @@ class GreedyHistory(NamedTuple):
       grow_lam: the λ at which the basis was grown.
       best_size: size of the returned basis (``T`` unless stopped early on validation).
       stopped_early: whether validation AUC stalled for ``patience`` steps.
+
+    Example:
+      >>> import jax
+      >>> import jaxrank
+      >>> from jaxrank.greedy import fit_greedy
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model, history = fit_greedy(X, y, 2.0**-6, n_basis=10, kappa=20, key=jax.random.key(0),
+      ...                             return_history=True)
+      >>> history.basis_size.tolist(), model.basis.shape  # one basis function per step
+      ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], (10, 5))
     """
 
     basis_size: np.ndarray

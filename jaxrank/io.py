@@ -131,6 +131,20 @@ def register_model(
 
     Raises:
       ValueError: ``name`` is already registered for another class.
+
+    Example:
+      >>> import dataclasses, os, tempfile
+      >>> import numpy as np
+      >>> from jaxrank.io import load, register_model, save
+      >>> @dataclasses.dataclass
+      ... class Threshold:
+      ...     cut: np.ndarray
+      >>> register_model("DocThreshold", Threshold, lambda m: {"cut": m.cut},
+      ...                lambda a: Threshold(np.asarray(a["cut"])))
+      >>> path = os.path.join(tempfile.mkdtemp(), "t.npz")
+      >>> save(Threshold(np.array([0.5])), path)
+      >>> load(path)
+      Threshold(cut=array([0.5]))
     """
     old = _MODELS.get(name)
     if old is not None and old.cls is not cls:
@@ -142,6 +156,21 @@ def register_kernel(cls: type, name: str | None = None) -> type:
     """Let kernels of the dataclass ``cls`` be saved (its fields) and loaded (``cls(**fields)``).
 
     Usable as a class decorator. ``name`` defaults to ``cls.__name__``.
+
+    Example:
+      >>> import dataclasses
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.io import register_kernel
+      >>> @register_kernel
+      ... @dataclasses.dataclass(frozen=True)
+      ... class Laplacian:  # k(u, v) = exp(−||u − v||₁ / s)
+      ...     s: float = 1.0
+      ...     def __call__(self, U, V):
+      ...         return jnp.exp(-jnp.abs(U[:, None] - V[None]).sum(-1) / self.s)
+      ...     def diag(self, U):
+      ...         return jnp.ones(U.shape[:1], U.dtype)
+      >>> Laplacian(2.0)(jnp.zeros((1, 2)), jnp.ones((1, 2)))
+      Array([[0.36787945]], dtype=float32)
     """
     if not dataclasses.is_dataclass(cls):
         raise ValueError(f"a savable kernel must be a dataclass, got {cls!r}.")
@@ -309,6 +338,16 @@ def checksum(meta: dict, arrays: dict[str, np.ndarray]) -> str:
     then for each array in sorted name order its name, dtype string (e.g. ``<f4``) and shape,
     each NUL-terminated, the data length (8 bytes) and its C-order little-endian bytes. Equal
     models give equal checksums on every platform.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.io import checksum
+      >>> a = checksum({"type": "X"}, {"w": np.arange(3.0)})
+      >>> w = {"w": np.arange(3.0)}
+      >>> a == checksum({"type": "X"}, w), a == checksum({}, w)
+      (True, False)
+      >>> len(a)  # SHA-256, hex
+      64
     """
     h = hashlib.sha256()
     h.update(FORMAT_NAME.encode() + b"\0")
@@ -351,6 +390,16 @@ def save(model, path) -> None:
       ValueError: a field has an unsupported dtype or name; ``path`` is not a regular file.
       OSError: ``path`` cannot be written (a directory, a missing or read-only folder, a full
         disk); the message names ``path``.
+
+    Example:
+      >>> import os, tempfile
+      >>> import jaxrank
+      >>> from jaxrank.io import load, save
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+      >>> save(jaxrank.fit_rankrc(X, y, 0.5), path)  # the same as model.save(path)
+      >>> load(path).coef.shape
+      (20,)
     """
     found = [(k, c) for k, c in _MODELS.items() if type(model) is c.cls]
     if not found:
@@ -724,13 +773,40 @@ def load(path):
         otherwise, fails its checksum, holds an invalid or inconsistent model, or holds
         float64 arrays while x64 is off.
       FileNotFoundError: ``path`` does not exist.
+
+    Example:
+      >>> import os, tempfile
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_rankrc(X, y, 0.5)
+      >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+      >>> model.save(path)
+      >>> again = jaxrank.load(path)
+      >>> bool((again.decision_function(X) == model.decision_function(X)).all())
+      True
     """
     raw, what = _read(path)
     return load_bytes(raw, what)
 
 
 def load_bytes(raw: bytes, what: str):
-    """:func:`load` of a file's bytes; messages name the file as ``what``."""
+    """:func:`load` of a file's bytes; messages name the file as ``what``.
+
+    Example:
+      >>> import io as _io
+      >>> import jaxrank
+      >>> from jaxrank.io import load_bytes, save
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> buf = _io.BytesIO()
+      >>> save(jaxrank.fit_rankrc(X, y, 0.5), buf)
+      >>> type(load_bytes(buf.getvalue(), "a buffer")).__name__
+      'RankModel'
+      >>> try:
+      ...     load_bytes(b"not a model", "a buffer")
+      ... except ValueError as err:
+      ...     print("a buffer" in str(err))
+      True
+    """
     ar = Archive(raw, what)
     if _META not in ar.members:
         raise ValueError(f"{what} is not a jaxrank model file: it has no {_META!r} record.")
@@ -852,6 +928,20 @@ def check_fitted_fields(
 
     Raises:
       ValueError: naming every problem found.
+
+    Example:
+      >>> import dataclasses
+      >>> import jax.numpy as jnp
+      >>> import jaxrank
+      >>> from jaxrank.io import check_fitted_fields
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_rankrc(X, y, 0.5)
+      >>> check_fitted_fields(model)  # a good model: nothing to say
+      >>> try:
+      ...     check_fitted_fields(dataclasses.replace(model, lam=jnp.asarray(-1.0)))
+      ... except ValueError as err:
+      ...     print("lam" in str(err))
+      True
     """
     from jaxrank.solver import Status
 

@@ -59,7 +59,17 @@ _CHUNK_BYTES = 32 * 2**20
 
 
 class MemoryBudgetError(ValueError):
-    """A requested array would exceed the memory budget."""
+    """A requested array would exceed the memory budget.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(1000, 0.1, 0.75, seed=0)
+      >>> try:
+      ...     jaxrank.fit_ranksvm(X, y, 1.0, memory_budget=10_000)  # a 4 MB block, 10 kB allowed
+      ... except jaxrank.MemoryBudgetError as err:
+      ...     print(type(err).__name__, issubclass(type(err), ValueError))
+      MemoryBudgetError True
+    """
 
 
 def _sq_dist(U: jax.Array, V: jax.Array) -> jax.Array:
@@ -146,7 +156,14 @@ class Gaussian:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Linear:
-    """Linear kernel ``k(u, v) = u·v``."""
+    """Linear kernel ``k(u, v) = u·v``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import Linear
+      >>> Linear()(jnp.ones((1, 3)), jnp.arange(6.0).reshape(2, 3))  # u·v
+      Array([[ 3., 12.]], dtype=float32)
+    """
 
     def __call__(self, U: jax.Array, V: jax.Array) -> jax.Array:
         return jnp.matmul(U, V.T, precision=_HI)
@@ -209,7 +226,16 @@ Kernel = Gaussian | Linear | Polynomial
 
 
 def gaussian(sigma2: float | None = None) -> Gaussian:
-    """A Gaussian kernel; ``sigma2=None`` takes the paper's heuristic at fit time."""
+    """A Gaussian kernel; ``sigma2=None`` takes the paper's heuristic at fit time.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import gaussian, resolve_kernel
+      >>> gaussian(2.0)(jnp.zeros((1, 2)), jnp.ones((1, 2)))  # exp(−2/2)
+      Array([[0.36787945]], dtype=float32)
+      >>> resolve_kernel(gaussian(), jnp.array([[0.0], [2.0]])).sigma2  # the heuristic: 2
+      2.0
+    """
     if sigma2 is not None:
         sigma2 = float(sigma2)
         if not math.isfinite(sigma2) or sigma2 <= 0:
@@ -218,13 +244,28 @@ def gaussian(sigma2: float | None = None) -> Gaussian:
 
 
 def linear() -> Linear:
-    """The linear kernel."""
+    """The linear kernel.
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.kernels import linear
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> jaxrank.fit_rankrc(X, y, 0.5, kernel=linear()).kernel
+      Linear()
+    """
     return Linear()
 
 
 def polynomial(degree: int = 2, gamma: float = 1.0, coef0: float = 1.0) -> Polynomial:
     """A polynomial kernel ``(γ u·v + c₀)^degree`` (checked by :class:`Polynomial`), its
-    parameters as plain ``int`` and ``float`` (what a model file stores)."""
+    parameters as plain ``int`` and ``float`` (what a model file stores).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import polynomial
+      >>> polynomial(3, gamma=0.5, coef0=0.0)(jnp.ones((1, 2)), jnp.ones((1, 2)))  # (0.5·2)³
+      Array([[1.]], dtype=float32)
+    """
     Polynomial(degree=degree, gamma=gamma, coef0=coef0)  # the checks, with the user's values
     return Polynomial(degree=int(degree), gamma=float(gamma), coef0=float(coef0))
 
@@ -254,7 +295,17 @@ def sigma2_heuristic(X) -> float:
 
 def resolve_kernel(kernel: Kernel | str | None, X, *, dtype=None) -> Kernel:
     """Return a kernel with every data-dependent parameter filled in from training rows ``X``;
-    with ``dtype``, also checked for a fit in that dtype (:func:`check_kernel`)."""
+    with ``dtype``, also checked for a fit in that dtype (:func:`check_kernel`).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import resolve_kernel
+      >>> X = jnp.array([[0.0, 0.0], [1.0, 1.0]])
+      >>> resolve_kernel(None, X)  # the default: Gaussian, σ² = mean squared pairwise distance
+      Gaussian(sigma2=1.0)
+      >>> resolve_kernel("linear", X)
+      Linear()
+    """
     kernel = _resolve(kernel, X)
     if dtype is not None:
         check_kernel(kernel, X, dtype)
@@ -346,6 +397,11 @@ def default_memory_budget(device: jax.Device | None = None) -> int:
 
     GPU/TPU: 80 % of the device's allocator limit. CPU: 60 % of the machine's physical memory
     (the solver needs a few vectors of length m besides the block).
+
+    Example:
+      >>> from jaxrank.kernels import default_memory_budget
+      >>> default_memory_budget() > 0  # 60 % of RAM on CPU, 80 % of an accelerator's memory
+      True
     """
     device = device or jax.devices()[0]
     if device.platform != "cpu":
@@ -370,7 +426,17 @@ def _fmt_bytes(n: int) -> str:
 
 
 def check_memory(nbytes: int, budget: int | None, what: str) -> None:
-    """Raise :class:`MemoryBudgetError` if ``nbytes`` exceeds ``budget`` (``None``: default)."""
+    """Raise :class:`MemoryBudgetError` if ``nbytes`` exceeds ``budget`` (``None``: default).
+
+    Example:
+      >>> from jaxrank.kernels import MemoryBudgetError, check_memory
+      >>> check_memory(1_000, 10_000, "a kernel block")  # fits: nothing happens
+      >>> try:
+      ...     check_memory(10**12, 10**9, "a kernel block")
+      ... except MemoryBudgetError as err:
+      ...     print("a kernel block" in str(err))
+      True
+    """
     budget = default_memory_budget() if budget is None else int(budget)
     if nbytes > budget:
         raise MemoryBudgetError(
@@ -393,7 +459,13 @@ def chunk_rows(n: int, width: int, itemsize: int, multiple: int = 1) -> tuple[in
 
 
 def product_block(n: int) -> int:
-    """Rows per block of the two-level transpose product :func:`rmatvec`: ≈ √n, a power of 2."""
+    """Rows per block of the two-level transpose product :func:`rmatvec`: ≈ √n, a power of 2.
+
+    Example:
+      >>> from jaxrank.kernels import product_block
+      >>> product_block(1_000_000), product_block(100)
+      (1024, 64)
+    """
     return int(min(4096, max(64, 2 ** round(math.log2(max(n, 1)) / 2))))
 
 
@@ -412,6 +484,13 @@ def rmatvec(g: jax.Array, K: jax.Array, block: int) -> jax.Array:
 
     Returns:
       ``(p,)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import rmatvec
+      >>> K = jnp.arange(12.0).reshape(4, 3)
+      >>> rmatvec(jnp.ones(4), K, block=2)  # two blocks of two rows
+      Array([18., 22., 26.], dtype=float32)
     """
     if isinstance(K, DualBlock):
         return _dual_rmatvec(g, K.K, K.Kt, block)
@@ -458,6 +537,16 @@ class DualBlock:
     Attributes:
       K: ``(m, |R|)`` block.
       Kt: ``(|R|, m)`` its transpose.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import DualBlock, matmul, rmatmul
+      >>> K = jnp.arange(12.0).reshape(4, 3)
+      >>> D = DualBlock(K, K.T)
+      >>> bool((matmul(D, jnp.ones(3)) == K @ jnp.ones(3)).all())
+      True
+      >>> rmatmul(jnp.ones((2, 4)), D).shape  # (Kᵀ Gᵀ)ᵀ
+      (2, 3)
     """
 
     K: jax.Array
@@ -537,6 +626,15 @@ class StreamedBlock:
       kernel: a resolved kernel.
       n_basis: ``None``, or the number of real basis rows (dynamic): the columns of the later
         rows of ``B`` (shape-bucket padding) are zero.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import gaussian, kernel_block, matmul, streamed_block
+      >>> X, B = jnp.ones((10, 2)), jnp.zeros((3, 2))
+      >>> S = streamed_block(gaussian(1.0), X, B)  # never stored
+      >>> v = jnp.ones(3)
+      >>> bool(jnp.allclose(matmul(S, v)[:10], kernel_block(gaussian(1.0), X, B) @ v))
+      True
     """
 
     X: jax.Array
@@ -559,7 +657,15 @@ class StreamedBlock:
 
 def streamed_block(kernel: Kernel, X, B, *, multiple: int = 1, n_basis=None) -> StreamedBlock:
     """A :class:`StreamedBlock` over ``X``, padded like ``kernel_block(..., padded=True)``
-    (``n_basis`` as there)."""
+    (``n_basis`` as there).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import linear, matmul, streamed_block
+      >>> S = streamed_block(linear(), jnp.ones((5, 2)), jnp.eye(2))
+      >>> matmul(S, jnp.array([1.0, 2.0]))[:5]
+      Array([3., 3., 3., 3., 3.], dtype=float32)
+    """
     X, B = _on_device(X, B)
     rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize, multiple)
     Xp = _pad_rows(X, rows, n_chunks).reshape(n_chunks, rows, X.shape[1])
@@ -585,7 +691,15 @@ def _mask_columns(K: jax.Array, n_basis) -> jax.Array:
 
 def matmul(K, V: jax.Array) -> jax.Array:
     """``K @ V`` for a stored block, a :class:`DualBlock` or a :class:`StreamedBlock`; ``V``
-    is ``(|R|,)`` or ``(|R|, k)``."""
+    is ``(|R|,)`` or ``(|R|, k)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import matmul
+      >>> K = jnp.ones((4, 3))
+      >>> matmul(K, jnp.ones(3)).shape, matmul(K, jnp.ones((3, 2))).shape
+      ((4,), (4, 2))
+    """
     if isinstance(K, DualBlock):
         K = K.K
     if isinstance(K, StreamedBlock):
@@ -596,7 +710,16 @@ def matmul(K, V: jax.Array) -> jax.Array:
 
 def rmatmul(G: jax.Array, K) -> jax.Array:
     """``G @ K`` for ``G`` of shape ``(k, m)``, a stored block, a :class:`DualBlock` (as
-    ``(Kᵀ Gᵀ)ᵀ``) or a :class:`StreamedBlock` (summed per chunk, then over chunks)."""
+    ``(Kᵀ Gᵀ)ᵀ``) or a :class:`StreamedBlock` (summed per chunk, then over chunks).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import rmatmul
+      >>> K = jnp.arange(12.0).reshape(4, 3)
+      >>> rmatmul(jnp.ones((2, 4)), K)  # G @ K
+      Array([[18., 22., 26.],
+             [18., 22., 26.]], dtype=float32)
+    """
     if isinstance(K, DualBlock):
         return _kt_product(K.Kt, G)
     if isinstance(K, StreamedBlock):
@@ -609,7 +732,15 @@ def rmatmul(G: jax.Array, K) -> jax.Array:
 
 def take_rows(K, idx: jax.Array) -> jax.Array:
     """Rows ``idx`` of a stored block, a :class:`DualBlock` or a :class:`StreamedBlock`:
-    ``(len(idx), |R|)``."""
+    ``(len(idx), |R|)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import take_rows
+      >>> take_rows(jnp.arange(12.0).reshape(4, 3), jnp.array([0, 3]))
+      Array([[ 0.,  1.,  2.],
+             [ 9., 10., 11.]], dtype=float32)
+    """
     if isinstance(K, DualBlock):
         return K.K[idx]
     if isinstance(K, StreamedBlock):
@@ -623,6 +754,12 @@ def row_mesh(X) -> tuple[jax.sharding.Mesh, str] | None:
     A ``NamedSharding`` whose spec shards dimension 0 gives its own mesh and axis; any other
     multi-device sharding gives a 1-D mesh ``"rows"`` over its devices. ``None`` otherwise
     (numpy input, one device, or rows replicated).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.kernels import row_mesh
+      >>> row_mesh(np.ones((8, 2))) is None  # numpy input (or one device): no mesh
+      True
     """
     sharding = getattr(X, "sharding", None)
     if sharding is None or len(sharding.device_set) < 2:
@@ -664,6 +801,15 @@ def sharded_block(
 
     Returns:
       ``(n_padded, |R|)`` array with sharding ``NamedSharding(mesh, P(axis, None))``.
+
+    Example:
+      >>> import jax
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import gaussian, sharded_block
+      >>> mesh = jax.make_mesh((jax.device_count(),), ("rows",))
+      >>> K = sharded_block(gaussian(1.0), jnp.ones((10, 2)), jnp.zeros((3, 2)), mesh, "rows")
+      >>> K.shape[0] >= 10, K.shape[1]  # rows padded to whole chunks on every device
+      (True, 3)
     """
     P = jax.sharding.PartitionSpec
     n_dev = mesh.shape[axis]
@@ -754,6 +900,12 @@ def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:
 
     Returns:
       Scores of shape ``(n,)`` or ``(L, n)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.kernels import linear, stream_matvec
+      >>> stream_matvec(linear(), jnp.ones((5, 2)), jnp.eye(2), jnp.array([1.0, 2.0]))
+      Array([3., 3., 3., 3., 3.], dtype=float32)
     """
     from jaxrank import _buckets
 

@@ -99,6 +99,15 @@ class L1Info(NamedTuple):
       evaluations: evaluations of the smooth part's value and gradient (backtracking included).
       n_nonzero: number of non-zero coefficients.
       status: a :class:`~jaxrank.solver.Status` code.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> info = jaxrank.fit_l1(X, y, l1=[1e-2, 1e-3]).info
+      >>> bool(info.n_nonzero[0] < info.n_nonzero[1])  # the larger μ, the sparser β
+      True
+      >>> [jaxrank.Status(int(s)).name for s in info.status]
+      ['CONVERGED', 'CONVERGED']
     """
 
     objective: jax.Array
@@ -359,6 +368,14 @@ class L1Model(RankModel):
     Attributes (besides those of ``RankModel``):
       l1: the ℓ1 weight μ, ``()`` or ``(L,)``; ``lam`` holds the elastic λ (0 for the paper's
         problem) with the same shape; ``info`` is an :class:`L1Info`.
+
+    Example:
+      >>> import numpy as np
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_l1(X, y, l1=np.array([1e-2, 1e-3]))
+      >>> model.coef.shape, model.decision_function(X).shape
+      ((2, 30), (2, 300))
     """
 
     l1: Any = None
@@ -449,6 +466,15 @@ def l1_max(
     """The smallest ℓ1 weight for which ``β = 0`` is optimal: ``μ_max = ||∇s(0)||_∞``.
 
     A μ grid for :func:`fit_l1` is usually ``μ_max · 2^{−k}``; arguments as in :func:`fit_l1`.
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.l1 import l1_max
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> mu = l1_max(X, y)
+      >>> model = jaxrank.fit_l1(X, y, l1=1.01 * mu)  # above μ_max: β = 0
+      >>> int(model.info.n_nonzero)
+      0
     """
     X, pos = check_X_y(X, y)
     lam = _check_elastic(lam)

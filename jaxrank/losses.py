@@ -35,7 +35,15 @@ __all__ = [
 
 
 class PiecewiseQuadratic(NamedTuple):
-    """Pieces of ``ℓ(z)``: linear ``c − z`` below ``lo``, ``q(1 − z)²`` on ``[lo, 1)``, 0 above."""
+    """Pieces of ``ℓ(z)``: linear ``c − z`` below ``lo``, ``q(1 − z)²`` on ``[lo, 1)``, 0 above.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import PiecewiseQuadratic, piecewise_loss
+      >>> sh = PiecewiseQuadratic(lo=0.0, q=0.5, c=0.5)  # the smoothed hinge at ε = 0.5
+      >>> piecewise_loss(sh, jnp.array([-1.0, 0.0, 0.5, 2.0]))
+      Array([1.5  , 0.5  , 0.125, 0.   ], dtype=float32)
+    """
 
     lo: jax.Array | float
     q: jax.Array | float
@@ -53,17 +61,38 @@ def smoothed_hinge(eps: float = 0.5) -> PiecewiseQuadratic:
 
 
 def squared_hinge() -> PiecewiseQuadratic:
-    """``max(0, 1 − z)²`` (seed 001, eq. 2.4)."""
+    """``max(0, 1 − z)²`` (seed 001, eq. 2.4).
+
+    Example:
+      >>> from jaxrank.losses import squared_hinge
+      >>> squared_hinge()  # no linear piece: q(1 − z)² for every z < 1
+      PiecewiseQuadratic(lo=-inf, q=1.0, c=0.0)
+    """
     return PiecewiseQuadratic(lo=-jnp.inf, q=1.0, c=0.0)
 
 
 def hinge() -> PiecewiseQuadratic:
-    """``max(0, 1 − z)`` — for reporting only (the solver needs a second derivative)."""
+    """``max(0, 1 − z)`` — for reporting only (the solver needs a second derivative).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import hinge, piecewise_loss
+      >>> piecewise_loss(hinge(), jnp.array([-1.0, 0.5, 2.0]))
+      Array([2. , 0.5, 0. ], dtype=float32)
+    """
     return PiecewiseQuadratic(lo=1.0, q=0.0, c=1.0)
 
 
 def get_loss(name: str, eps: float = 0.5) -> PiecewiseQuadratic:
-    """Loss by name: ``"smoothed_hinge"`` (with ``eps``), ``"squared_hinge"`` or ``"hinge"``."""
+    """Loss by name: ``"smoothed_hinge"`` (with ``eps``), ``"squared_hinge"`` or ``"hinge"``.
+
+    Example:
+      >>> from jaxrank.losses import get_loss
+      >>> get_loss("smoothed_hinge", eps=0.5)
+      PiecewiseQuadratic(lo=0.0, q=0.5, c=0.5)
+      >>> get_loss("squared_hinge")
+      PiecewiseQuadratic(lo=-inf, q=1.0, c=0.0)
+    """
     if name == "smoothed_hinge":
         if not (eps > 0):
             raise ValueError(f"eps must be > 0 for the smoothed hinge, got {eps!r}.")
@@ -76,7 +105,14 @@ def get_loss(name: str, eps: float = 0.5) -> PiecewiseQuadratic:
 
 
 def piecewise_loss(loss: PiecewiseQuadratic, z: jax.Array) -> jax.Array:
-    """Evaluate ``ℓ(z)`` elementwise (the pair-loop definition; the oracle for the windows)."""
+    """Evaluate ``ℓ(z)`` elementwise (the pair-loop definition; the oracle for the windows).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import piecewise_loss, squared_hinge
+      >>> piecewise_loss(squared_hinge(), jnp.array([-1.0, 0.5, 2.0]))
+      Array([4.  , 0.25, 0.  ], dtype=float32)
+    """
     z = jnp.asarray(z)
     lo = jnp.asarray(loss.lo, z.dtype)
     lin = jnp.asarray(loss.c, z.dtype) - z

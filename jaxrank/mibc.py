@@ -146,6 +146,13 @@ class MIBCModel:
       neg_error_bound_gaussian: Remark 3, ``1 − Φ(1/√v)``: the same probability if the
         negatives are Gaussian with the model's moments.
       info: :class:`MIBCInfo` of the dual solve.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_mibc(X, y, nu=0.5)
+      >>> model.decision_function(X).shape
+      (200,)
     """
 
     moments: NegativeMoments

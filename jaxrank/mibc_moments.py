@@ -70,6 +70,13 @@ class NegativeMoments:
       basis: ``(d, k)`` left singular vectors ``U`` of ``D'^{-1/2}F`` (factor), else ``None``.
       shrink: ``(k,)`` ``1 − (1 + s²)^{-1/2}`` (factor), else ``None``.
       covariance: ``"full"``, ``"diag"`` or ``"factor"`` (static).
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> moments = jaxrank.fit_mibc(X, y, nu=0.5).moments  # the majority class, summarised
+      >>> moments.mean.shape, moments.covariance
+      ((5,), 'full')
     """
 
     mean: jax.Array
@@ -302,6 +309,13 @@ def default_rho(X_neg, dtype) -> float:
 
     Returns:
       ρ ≥ 0 (0 only when every feature is constant over the negatives).
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.mibc import default_rho
+      >>> X_neg = np.random.default_rng(0).normal(size=(100, 3))
+      >>> default_rho(X_neg, np.float64) < default_rho(X_neg, np.float32)  # float32: more ridge
+      True
     """
     X = check_X(X_neg, name="X_neg")
     return _default_rho(_variances(X), X.shape[0], dtype)

@@ -37,6 +37,13 @@ class MIBCInfo(NamedTuple):
         objective is within ``gap`` of the optimum of eq. (10).
       iterations: interior-point iterations.
       status: a :class:`jaxrank.Status` code (``CONVERGED``: ``gap ≤ tol·objective``).
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> info = jaxrank.fit_mibc(X, y, nu=0.5).info
+      >>> jaxrank.Status(int(info.status)).name, bool(info.gap >= 0)
+      ('CONVERGED', True)
     """
 
     objective: jax.Array

@@ -31,7 +31,20 @@ __all__ = [
 
 
 class ConvergenceWarning(UserWarning):
-    """The solver stopped before reaching the gradient tolerance for some λ."""
+    """The solver stopped before reaching the gradient tolerance for some λ.
+
+    Example:
+      >>> import warnings
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     model = jaxrank.fit_rankrc(X, y, 2.0**-8, max_iter=1)  # too few steps
+      >>> [w.category.__name__ for w in caught]
+      ['ConvergenceWarning']
+      >>> jaxrank.Status(int(model.info.status)).name
+      'MAX_ITER'
+    """
 
 
 def warn_stopped(
@@ -79,6 +92,16 @@ class RankModel:
       basis_index: ``(n_basis,)`` rows of the training ``X`` used as basis.
       loss: name of the loss (static).
       eps: ε of the smoothed hinge.
+
+    Example:
+      >>> import numpy as np
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_rankrc(X, y, np.array([1.0, 0.25]))
+      >>> model.coef.shape, model.decision_function(X).shape  # (L, n_basis), (L, n)
+      ((2, 30), (2, 300))
+      >>> model.select(1).decision_function(X[:3]).shape
+      (3,)
     """
 
     basis: jax.Array

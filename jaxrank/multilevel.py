@@ -17,9 +17,9 @@ different levels counts once; the normaliser is the denominator of the paper's M
 after eq. 48, :func:`jaxrank.metrics.mauc`): with the 0/1 loss ``𝕀[f_i ≤ f_j]`` in place of ℓ
 the loss term would be ``1 − MAUC``.
 
-Implementation (DESIGN §3): rows are reordered by level, ascending, so the negatives of level
-``s`` ("all lower levels") are the prefix ``[0, o_s)`` of the reordered rows and its positives the
-slice ``[o_s, o_{s+1})``, with ``o_s = Σ_{r<s} m_r``; the level counts are static. Each of the
+Implementation (docs/design.md §3): rows are reordered by level, ascending, so the negatives of
+level ``s`` ("all lower levels") are the prefix ``[0, o_s)`` of the reordered rows and its positives
+the slice ``[o_s, o_{s+1})``, with ``o_s = Σ_{r<s} m_r``; the level counts are static. Each of the
 ``R − 1`` biclass terms is the sorted-window operator :func:`jaxrank.pairwise.value_and_grad` /
 :func:`jaxrank.pairwise.hvp` (reused, not copied); the terms are padded to common shapes and run
 as one ``jax.vmap`` of those operators (their native batched code), and the score-space
@@ -101,6 +101,13 @@ def check_levels(levels, majority=0, *, n: int | None = None):
     Raises:
       ValueError: not 1-D, empty, length mismatch, not integer-valued (bool, strings, non-integral
         floats, NaN/inf), fewer than two levels, or ``majority`` is not an integer or not present.
+
+    Example:
+      >>> import numpy as np
+      >>> from jaxrank.multilevel import check_levels
+      >>> values, index, counts, majority = check_levels(np.array([0, 2, 2, 0, 0, 5]))
+      >>> values.tolist(), index.tolist(), counts.tolist(), majority
+      ([0, 2, 5], [0, 1, 1, 0, 0, 2], [3, 2, 1], 0)
     """
     arr = label_vector(levels, "levels")
     if n is not None and arr.shape[0] != n:
@@ -244,6 +251,15 @@ def value_and_grad(f: jax.Array, counts, loss: PiecewiseQuadratic, sizes=None):
     Returns:
       ``(value, grad, windows)``: the unnormalised sum, ``(n,)`` gradient, and the per-level
       :class:`~jaxrank.pairwise.Windows` (batched over the ``R − 1`` terms) for :func:`hvp`.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.multilevel import value_and_grad
+      >>> f = jnp.array([0.0, 0.0, 5.0, 10.0])  # levels 0, 0, 1, 2: every pair ordered by > 1
+      >>> value, grad, ws = value_and_grad(f, (2, 1, 1), get_loss("smoothed_hinge"))
+      >>> float(value), grad
+      (0.0, Array([0., 0., 0., 0.], dtype=float32))
     """
     if sizes is None:
         sizes = counts = tuple(int(c) for c in counts)
@@ -273,6 +289,15 @@ def hvp(ws, d: jax.Array, counts, loss: PiecewiseQuadratic, sizes=None) -> jax.A
 
     Returns:
       ``(n,)`` ``∇²L · d`` (zero on padding rows).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.multilevel import hvp, value_and_grad
+      >>> f = jnp.array([0.0, 0.1, 0.3, 0.4])  # levels 0, 0, 1, 2 (ascending)
+      >>> value, grad, ws = value_and_grad(f, (2, 1, 1), get_loss("smoothed_hinge"))
+      >>> hvp(ws, jnp.ones(4), (2, 1, 1), get_loss("smoothed_hinge"))  # a shift changes no margin
+      Array([0., 0., 0., 0.], dtype=float32)
     """
     if sizes is None:
         sizes = counts = tuple(int(c) for c in counts)
@@ -283,7 +308,13 @@ def hvp(ws, d: jax.Array, counts, loss: PiecewiseQuadratic, sizes=None) -> jax.A
 
 
 def n_pairs(counts) -> int:
-    """``Σ_{r<s} m_r m_s``, the number of cross-level pairs (the normaliser of eq. 47-48)."""
+    """``Σ_{r<s} m_r m_s``, the number of cross-level pairs (the normaliser of eq. 47-48).
+
+    Example:
+      >>> from jaxrank.multilevel import n_pairs
+      >>> n_pairs((5, 3, 2))  # 5·3 + 5·2 + 3·2
+      31
+    """
     o = _offsets(counts)
     return int(sum(int(counts[s]) * o[s] for s in range(1, len(counts))))
 
@@ -309,6 +340,16 @@ def objective_closures(
     Returns:
       ``fun(β) -> (F, ∇F, windows)`` and ``hvp(windows, v) -> ∇²F v``, ``F`` normalised by
       ``Σ_{r<s} m_r m_s``; each costs two products with ``K`` whatever the number of levels.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.multilevel import objective_closures
+      >>> K = jnp.eye(4)  # rows ordered by level: 2 at level 0, then 1 and 1
+      >>> fun, hvp = objective_closures(K, jnp.eye(4), 0.1, get_loss("smoothed_hinge"), (2, 1, 1))
+      >>> F, grad, ws = fun(jnp.zeros(4))
+      >>> float(F)  # every pair at margin 0: ℓ(0) = 1 − ε = 0.5
+      0.5
     """
     dt = K.dtype
     if sizes is None:

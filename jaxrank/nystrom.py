@@ -90,6 +90,14 @@ class NystromMap:
       proj: ``(n_basis, r)`` the matrix ``U_r Λ_r^{-1/2}``; ``Z = K_{·R} proj``.
       eigvals: ``(r,)`` the kept eigenvalues of ``K_RR``, descending.
       kernel: the resolved kernel.
+
+    Example:
+      >>> import jaxrank
+      >>> from jaxrank.nystrom import nystrom_map
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> nmap = nystrom_map(X[y == 1], X=X)  # the rare rows as landmarks
+      >>> nmap.basis.shape, nmap.transform(X).shape == (200, nmap.n_components)
+      ((20, 5), True)
     """
 
     basis: jax.Array
@@ -169,6 +177,15 @@ def pinv_sqrt(Krr: jax.Array, rcond) -> tuple[jax.Array, jax.Array]:
       ``λ_k``) and the ``(n,)`` eigenvalues, both in descending eigenvalue order. Then
       ``proj projᵀ = K_RR^†`` (the cutoff pseudo-inverse) and ``K_{·R} proj`` are the Nyström
       features (with zero columns where dropped).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.nystrom import pinv_sqrt
+      >>> proj, eigvals = pinv_sqrt(jnp.diag(jnp.array([4.0, 1.0, 0.0])), 1e-6)
+      >>> eigvals
+      Array([4., 1., 0.], dtype=float32)
+      >>> jnp.abs(proj).max(axis=0)  # 1/√λ, 0 for the dropped eigenvalue
+      Array([0.5, 1. , 0. ], dtype=float32)
     """
     lam, U = jnp.linalg.eigh(0.5 * (Krr + Krr.T))
     lam, U = lam[::-1], U[:, ::-1]

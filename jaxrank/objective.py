@@ -4,11 +4,11 @@ The objective (seed 000 eq. 13; general R-subset eq. 11), with ``f = K_{·R} β`
 
     F(β) = 1/(m+ m−) Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j) + (λ/2) βᵀ K_RR β
 
-:func:`objective_closures` gives the value/gradient and Hessian-vector product of ``F`` from
-one product ``f = K β``, the sorted windows of :mod:`jaxrank.pairwise` and one product
-``g_f @ K`` (the hot path, DESIGN §3); :func:`hessian_diagonal` the diagonal the paper's Jacobi
-preconditioner uses (seed 000, footnote 2); :func:`pair_curvature` and :func:`moment_gram` the
-two parts of the spectral preconditioner's Hessian model (:mod:`jaxrank._fitting`).
+:func:`objective_closures` gives the value/gradient and Hessian-vector product of ``F`` from one
+product ``f = K β``, the sorted windows of :mod:`jaxrank.pairwise` and one product ``g_f @ K`` (the
+hot path, docs/design.md §3); :func:`hessian_diagonal` the diagonal the paper's Jacobi
+preconditioner uses (seed 000, footnote 2); :func:`pair_curvature` and :func:`moment_gram` the two
+parts of the spectral preconditioner's Hessian model (:mod:`jaxrank._fitting`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def hessian_diagonal(
 ):  # fmt: skip
     """``diag ∇²F(β)`` from a step's windows: the Jacobi preconditioner (seed 000, footnote 2).
 
-    With ``k_i`` the rows of ``K_{·R}`` and Q the quadratic-piece pairs (DESIGN §3)::
+    With ``k_i`` the rows of ``K_{·R}`` and Q the quadratic-piece pairs (docs/design.md §3)::
 
         diag H = 2q/(m+ m−) Σ_{(i,j)∈Q} (k_i − k_j)² + λ diag K_RR
                = 2q/(m+ m−) [Σ_i nq_i k_i² + Σ_j n_j k_j² − 2 Σ_j k_j ∘ Σ_{i∈Q(j)} k_i]
@@ -125,7 +125,7 @@ def objective_closures(
 
     Returns:
       ``fun(β) -> (F, ∇F, (windows, diag))`` and ``hvp((windows, diag), v) -> ∇²F v``; each
-      costs two products with ``K`` (``K @ v`` and ``g @ K``, never ``K.T @ g``: DESIGN §5);
+      costs two products with ``K`` (``K @ v`` and ``g @ K``, never ``K.T @ g``: docs/design.md §5);
       ``diag`` is ``None`` unless ``jacobi``.
     """
     dt = K.dtype

@@ -71,6 +71,14 @@ class Windows(NamedTuple):
       start: ``(m−,)`` int32, the first sorted positive negative ``j`` is compared with, or
         ``None`` (0: every positive). Segments (one ranking per query) sort the positives by
         (segment, score): negative ``j``'s linear window is ``[start_j, a_j)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.pairwise import windows
+      >>> w = windows(jnp.array([1.0, 0.2]), jnp.array([0.0, 0.9]), get_loss("smoothed_hinge"))
+      >>> w.nl.tolist(), w.nq.tolist()  # per sorted positive: pairs on the linear, quadratic piece
+      ([1, 0], [1, 1])
     """
 
     order: jax.Array
@@ -499,6 +507,15 @@ def windows(
 
     Returns:
       The :class:`Windows` at these scores. Cost O(m+ log m+ + m− log m+).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.pairwise import value_and_grad, windows
+      >>> fp, fn = jnp.array([1.0, 0.2]), jnp.array([0.0, 0.9])
+      >>> w = windows(fp, fn, get_loss("smoothed_hinge"))  # what value_and_grad also returns
+      >>> bool((w.order == value_and_grad(fp, fn, get_loss("smoothed_hinge"))[3].order).all())
+      True
     """
     return _windows(fp, fn, loss, real_counts(n_pos, n_neg))
 
@@ -508,8 +525,8 @@ def value_and_grad(
 ) -> tuple[jax.Array, jax.Array, jax.Array, Windows]:
     """``L(f) = Σ_{i∈+} Σ_{j∈−} ℓ(f_i − f_j)`` and its gradient in score space.
 
-    Seed 000 eq. (18)-(20) with the sorted windows of DESIGN §3: per negative ``j`` (``u = f_j``,
-    ``w = 1 + u``, sorted positives ``s``, window ``[a, b)``, ``n = b − a``)::
+    Seed 000 eq. (18)-(20) with the sorted windows of docs/design.md §3: per negative ``j``
+    (``u = f_j``, ``w = 1 + u``, sorted positives ``s``, window ``[a, b)``, ``n = b − a``)::
 
         Σ_i ℓ(s_i − u) = a (c + u) − Σ_{k<a} s_k + q (n w² − 2 w Σ_{a≤k<b} s_k + Σ_{a≤k<b} s_k²)
         ∂L/∂u          = a + 2q (n w − Σ_{a≤k<b} s_k)
@@ -548,7 +565,7 @@ def hvp(
 
     Each pair in the quadratic piece contributes ``2q (d_i − d_j)`` to positive ``i`` and
     ``2q (d_j − d_i)`` to negative ``j`` (seed 000, the ``I^Q`` term of the Hessian after
-    eq. 20; DESIGN §3)::
+    eq. 20; docs/design.md §3)::
 
         (H d)_k = 2q (nq_k d_k − Σ_{j∈Q(k)} d_j)       (H d)_j = 2q (n_j d_j − Σ_{a_j≤k<b_j} d_k)
 
@@ -560,5 +577,14 @@ def hvp(
 
     Returns:
       ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.pairwise import hvp, value_and_grad
+      >>> loss = get_loss("smoothed_hinge")
+      >>> value, gp, gn, w = value_and_grad(jnp.array([0.5]), jnp.array([0.0]), loss)
+      >>> hvp(w, jnp.array([1.0]), jnp.array([0.0]), loss)  # ℓ'' = 2q = 1 on the quadratic piece
+      (Array([1.], dtype=float32), Array([-1.], dtype=float32))
     """
     return _hvp(w, dp, dn, loss)

@@ -94,6 +94,15 @@ class PushLin(NamedTuple):
       G: ``(m−,)`` per-negative ``G_j = Σ_i ℓ'(f_i − f_j)``.
       w: ``(m−,)`` gradient weights ``w_j = p s_j^{p−1} / (m+ m−)``.
       qw: ``(m+,)`` per sorted positive, ``Σ_{j∈Q(k)} w_j`` over its quadratic window.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.push import push_value_and_grad
+      >>> value, gp, gn, lin = push_value_and_grad(
+      ...     jnp.array([1.0, 0.5]), jnp.array([0.0, 0.2, 0.4]), get_loss("smoothed_hinge"), 2.0)
+      >>> lin.s.shape, lin.qw.shape  # per negative, per sorted positive
+      ((3,), (2,))
     """
 
     windows: Windows
@@ -268,6 +277,17 @@ def push_hvp(
 
     Returns:
       ``(h_pos, h_neg)`` of shapes ``(m+,)`` and ``(m−,)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.push import push_hvp, push_value_and_grad
+      >>> loss = get_loss("smoothed_hinge")
+      >>> fp, fn = jnp.array([1.0, 0.5]), jnp.array([0.0, 0.2, 0.4])
+      >>> lin = push_value_and_grad(fp, fn, loss, 2.0)[3]
+      >>> hp, hn = push_hvp(lin, jnp.ones(2), jnp.ones(3), loss, 2.0)  # a shift: no change
+      >>> bool(jnp.allclose(hp, 0, atol=1e-6)), bool(jnp.allclose(hn, 0, atol=1e-6))
+      (True, True)
     """
     dt = jnp.result_type(dp)
     return _push_hvp(lin, dp, dn, loss, jnp.asarray(p, dt), real_counts(n_pos, n_neg))
@@ -303,6 +323,15 @@ def push_objective_closures(
     Returns:
       ``fun(β) -> (F, ∇F, (lin, None))`` and ``hvp((lin, None), v) -> ∇²F v``; each costs two
       products with ``K``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.losses import get_loss
+      >>> from jaxrank.push import push_objective_closures
+      >>> K = jnp.eye(3)  # rows: 1 positive, 2 negatives
+      >>> fun, hvp = push_objective_closures(K, K, 0.1, get_loss("smoothed_hinge"), 1, 2, 1.0)
+      >>> float(fun(jnp.zeros(3))[0])  # p = 1 is RankRC: ℓ(0) = 0.5
+      0.5
     """
     dt = K.dtype
     lam = jnp.asarray(lam, dt)
@@ -378,6 +407,13 @@ class PushModel(RankModel):
 
     Attributes (besides those of ``RankModel``):
       p: the push exponent (static).
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_push(X, y, 1e-2, p=4)
+      >>> float(model.p), model.decision_function(X).shape
+      (4.0, (300,))
     """
 
     p: float = dataclasses.field(default=1.0, metadata=dict(static=True))
@@ -391,7 +427,18 @@ _NO_JACOBI = (
 
 
 def check_p(p) -> float:
-    """The push exponent as a float; ``ValueError`` unless it is a finite number ≥ 1."""
+    """The push exponent as a float; ``ValueError`` unless it is a finite number ≥ 1.
+
+    Example:
+      >>> from jaxrank.push import check_p
+      >>> check_p(4)
+      4.0
+      >>> try:
+      ...     check_p(0.5)
+      ... except ValueError as err:
+      ...     print("p" in str(err))
+      True
+    """
     if isinstance(p, bool) or np.ndim(p) != 0 or np.asarray(p).dtype.kind not in "iuf":
         raise ValueError(f"p must be a real number >= 1, got {p!r}.")
     v = float(p)
@@ -441,9 +488,10 @@ def fit_push(
       y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
       lam: λ > 0, or a 1-D grid.
       p: push exponent ``p ≥ 1`` (static: each new ``p`` compiles the solver once).
-      basis, loss, eps, kernel, key, n_basis, tol, max_iter, max_cg, path, chains, dtype,
-        memory_budget, init, max_kernel_bytes: as in :func:`jaxrank.fit.fit` (a kernel block
-        over ``max_kernel_bytes`` is streamed).
+      basis: as in :func:`jaxrank.fit.fit`, and so are ``loss``, ``eps``, ``kernel``, ``key``,
+        ``n_basis``, ``tol``, ``max_iter``, ``max_cg``, ``path``, ``chains``, ``dtype``,
+        ``memory_budget``, ``init`` and ``max_kernel_bytes`` (a kernel block over
+        ``max_kernel_bytes`` is streamed).
       precondition: ``"auto"`` / ``"spectral"`` (the spectral preconditioner of
         :func:`jaxrank.fit.fit` with the push's curvature, see ``_Push``), ``"cholesky"`` or
         ``"none"``; no Jacobi diagonal for the push.

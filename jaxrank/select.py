@@ -4,8 +4,8 @@ Seed 000 (Sec. 6) tunes the penalty λ of every ranker by 10-fold cross-validati
 ``log2 λ = −20, −18, …, 10``, with the Gaussian kernel's σ² set by the heuristic
 ``σ² = (1/m²) Σ_ij ||x_i − x_j||²`` on the training rows. :func:`select_lambda` runs exactly this
 protocol: for each fold the whole λ grid is fitted in one call of :func:`jaxrank.fit` (one batched
-solve, DESIGN §4) and scored on the held-out rows with :func:`jaxrank.metrics.auc`; the λ with the
-largest mean AUC over the folds wins, and the ranker is refitted on every row at that λ.
+solve, docs/design.md §4) and scored on the held-out rows with :func:`jaxrank.metrics.auc`; the λ
+with the largest mean AUC over the folds wins, and the ranker is refitted on every row at that λ.
 """
 
 from __future__ import annotations
@@ -52,6 +52,16 @@ class SelectionResult(NamedTuple):
         ``k0, _ = jax.random.split(key)``.
       model: the scalar-λ :class:`~jaxrank.RankModel` refitted on all rows at the best
         parameters, or ``None`` with ``refit=False``.
+
+    Example:
+      >>> import jax
+      >>> import numpy as np
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.2, 0.75, seed=0)
+      >>> lams = 2.0 ** np.array([-8, -4, 0])
+      >>> res = jaxrank.select_lambda(X, y, lams, folds=3, key=jax.random.key(0))
+      >>> res.cv_auc.shape, float(res.best_lam) in res.lams  # (folds, λ)
+      ((3, 3), True)
     """
 
     lams: np.ndarray
@@ -159,6 +169,15 @@ def shared_floors(m: int, n_pos: int, n_basis: int, n_lams: int, itemsize: int, 
       m, n_pos: rows and rare rows of the whole (training) set; ``n_basis``: its basis size;
       n_lams: the λ count; itemsize: bytes per kernel entry.
       coarse: the power-of-two ladder for small blocks (:func:`jaxrank._cv.search_floors`).
+
+    Example:
+      >>> from jaxrank.select import shared_floors
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(400, 0.1, 0.75, seed=0)
+      >>> with shared_floors(400, 40, 40, 1, 4):  # the whole set's sizes: folds pad up to them
+      ...     fold = jaxrank.fit_rankrc(X[:300], y[:300], 0.5)
+      >>> fold.coef.shape  # the 29 rare rows among the first 300
+      (29,)
     """
     groups = (_buckets.bucket(n_pos), _buckets.bucket(m - n_pos))
     nb = _buckets.bucket(int(n_basis))

@@ -1,6 +1,6 @@
 """scikit-learn estimators over :func:`jaxrank.fit`: RankRC, RankSVM and RANK-RND rankers.
 
-Thin faces (DESIGN §8): every number comes from :func:`jaxrank.fit`; these classes only map
+Thin faces (docs/design.md §8): every number comes from :func:`jaxrank.fit`; these classes only map
 scikit-learn's conventions (``classes_``, ``n_features_in_``, ``get_params``) onto it. They
 work inside ``Pipeline`` and ``GridSearchCV``; as everywhere in jaxrank nothing is standardised
 silently, so put a scaler first (the paper standardises every data set)::
@@ -59,6 +59,7 @@ __all__ = [
     "NystromRankClassifier",
     "RandomBasisRankClassifier",
     "RankRCClassifier",
+    "RankRCClassifierCV",
     "RankSVMClassifier",
     "SparseAUCClassifier",
 ]
@@ -124,6 +125,14 @@ class RankSVMClassifier(RankClassifier):
 
     Parameters, attributes and methods as :class:`RankRCClassifier`. Needs the m × m kernel
     matrix: refused beyond the memory budget (:class:`jaxrank.MemoryBudgetError`).
+
+    Example:
+      >>> from jaxrank import datasets
+      >>> from jaxrank.sklearn import RankSVMClassifier
+      >>> X, y = datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> est = RankSVMClassifier(lam=2.0**-4).fit(X, y)
+      >>> est.model_.basis.shape  # every training row
+      (200, 5)
     """
 
     _basis = "all"
@@ -147,6 +156,14 @@ class RandomBasisRankClassifier(RankClassifier):
       n_basis: size of the random basis (default: the number of rare rows).
       random_state: an int (the basis is drawn with ``jax.random.key(random_state)``), a
         ``numpy.random.RandomState`` or ``None`` (a seed drawn from numpy's global state).
+
+    Example:
+      >>> from jaxrank import datasets
+      >>> from jaxrank.sklearn import RandomBasisRankClassifier
+      >>> X, y = datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> est = RandomBasisRankClassifier(n_basis=15, random_state=0).fit(X, y)
+      >>> est.model_.basis.shape, est.decision_function(X).shape
+      ((15, 5), (200,))
     """
 
     _basis = "random"

@@ -7,7 +7,7 @@ closures::
     hvp(lin, v) -> H(x) v            # reuses lin: the ranking objective sorts once per step
 
 so that the expensive "linearisation" (the sorted windows of :mod:`jaxrank.pairwise`) happens
-once per Newton step and is reused in every CG step (seed 000 Sec. 5.2; DESIGN §3-§4).
+once per Newton step and is reused in every CG step (seed 000 Sec. 5.2; docs/design.md §3-§4).
 
 Each outer iteration solves the trust-region subproblem (seed 000 eq. 17)::
 
@@ -71,7 +71,17 @@ __all__ = ["SolverInfo", "Status", "trust_ncg", "trust_ncg_grid"]
 
 
 class Status(enum.IntEnum):
-    """Termination status of :func:`trust_ncg` (stored as int32 in :class:`SolverInfo`)."""
+    """Termination status of :func:`trust_ncg` (stored as int32 in :class:`SolverInfo`).
+
+    Example:
+      >>> import jaxrank
+      >>> jaxrank.Status.CONVERGED.name, int(jaxrank.Status.CONVERGED)
+      ('CONVERGED', 0)
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model = jaxrank.fit_rankrc(X, y, [1.0, 0.25])
+      >>> [jaxrank.Status(int(s)).name for s in model.info.status]
+      ['CONVERGED', 'CONVERGED']
+    """
 
     RUNNING = -1
     #: ``||grad||_∞ ≤ max(tol, floor)``: the tolerance, or the gradient's rounding floor in this
@@ -95,6 +105,13 @@ class SolverInfo(NamedTuple):
       iterations: outer (Newton) iterations taken.
       cg_iterations: total CG iterations (Hessian-vector products) over all outer iterations.
       status: a :class:`Status` code.
+
+    Example:
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> info = jaxrank.fit_rankrc(X, y, 0.5).info
+      >>> jaxrank.Status(int(info.status)).name, bool(info.grad_norm <= 1e-6 * 10)
+      ('CONVERGED', True)
     """
 
     objective: jax.Array

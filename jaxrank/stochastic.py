@@ -52,7 +52,7 @@ certificate held (with a warning). Measured at the default ``grad_tol = 1e-2`` (
 m = 600, m+ = 30, batches of 95, ``tests/test_stochastic.py``'s data): the plateau rule stops at
 0.6-1.7 % of ``||∇F(0)||_∞`` with the default ``tol``/``patience`` (λ = 10⁻⁴…10⁻², so some λ
 end ``PRECISION``), and at 0.26-0.49 % with ``tol = 1e-6`` (the minibatch noise floor of this
-batch size); the batch Newton solver reaches 10⁻⁶ absolute. At the README's scale
+batch size); the batch Newton solver reaches 10⁻⁶ absolute. At the scale of docs/scaling.md
 (``bench/stochastic.py``: float32, m = 2·10⁵, m+ = 1000, λ = 2⁻⁸, batches of 1000) the
 committed run's plateau has ``||∇F||_∞ = 6.6e-4`` against ``||∇F(0)||_∞ = 0.120``: 0.55 %.
 
@@ -108,6 +108,17 @@ class StochasticHistory(NamedTuple):
       objective: ``(epochs,)`` exact full objective ``F(β)`` after each epoch.
       grad_norm: ``(epochs,)`` exact ``||∇_β F(β)||_∞`` after each epoch.
       epochs: ``()`` number of epochs run.
+
+    Example:
+      >>> import jax
+      >>> import jax.numpy as jnp
+      >>> import jaxrank
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> model, history = jaxrank.fit_rankrc_stochastic(
+      ...     X, y, 1e-2, batch_size=90, key=jax.random.key(0), tol=1e-6, patience=5,
+      ...     return_history=True)
+      >>> int(jnp.isfinite(history.objective).sum()) == int(history.epochs)  # then NaN
+      True
     """
 
     objective: jax.Array
@@ -344,6 +355,14 @@ def batch_objective(beta, Kpp, Kb, lam, *, eps: float = 0.5):
 
     Returns:
       ``(F_B, grad)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxrank.stochastic import batch_objective
+      >>> Kpp, Kb = jnp.eye(2), jnp.zeros((3, 2))  # 2 positives, a batch of 3 negatives
+      >>> F, grad = batch_objective(jnp.zeros(2), Kpp, Kb, 0.1)
+      >>> float(F), grad.shape  # every margin 0: ℓ(0) = 1 − ε
+      (0.5, (2,))
     """
     beta = jnp.asarray(beta)
     dt = beta.dtype

@@ -1,6 +1,6 @@
 """Test configuration: float64 and strict dtype promotion for every test.
 
-x64 is switched on here, never by the library on import (DEVELOPERS.md): the oracles compare to
+x64 is switched on here, never by the library on import (CONTRIBUTING.md): the oracles compare to
 1e-10, which needs float64, and strict promotion catches silent float32/float64 mixing.
 
 The test process compiles with XLA's backend optimisation level 0 (:data:`TEST_XLA_FLAG`). The

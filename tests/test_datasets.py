@@ -63,7 +63,7 @@ def test_centers_shapes_range_and_segments(d, t):
 
 
 def test_centers_fill_the_symmetric_box():
-    # uniform in [-1, 1]^d, not the unit cube [0, 1]^d (DESIGN.md Sec. 7)
+    # uniform in [-1, 1]^d, not the unit cube [0, 1]^d (docs/design.md §7)
     pos = np.concatenate([rare_class_centers(0.75, key=jax.random.key(s)).pos for s in range(40)])
     assert pos.min() < -0.95 and pos.max() > 0.95
     assert abs(pos.mean()) < 0.05
@@ -316,13 +316,13 @@ def test_bayes_scores_refuse_bad_input():
 
 
 def test_bayes_auc_matches_design_table():
-    """Mean Bayes AUC over 10 centre draws at rho = 10 % (seed 000 Table 2, DESIGN.md Sec. 7).
+    """Mean Bayes AUC over 10 centre draws at rho = 10 % (seed 000 Table 2, docs/design.md §7).
 
-    DESIGN.md quotes 66.8 / 70.6 / 73.8 % for t = 0.9 / 0.75 / 0.6 (the paper's True-Bayes column
-    reads 66.8 / 69.5 / 74.4). The mean of 10 draws varies with the draws (its standard deviation
-    is about 0.7 / 0.9 / 1.0 points); over 400 draws the population means are about
-    65.8 / 69.4 / 72.5 %. The same 10 rare-centre draws are used for all three t; with these keys
-    the means are 66.5 / 70.1 / 73.3 %.
+    docs/design.md §7 quotes 66.8 / 70.6 / 73.8 % for t = 0.9 / 0.75 / 0.6 (the paper's True-Bayes
+    column reads 66.8 / 69.5 / 74.4). The mean of 10 draws varies with the draws (its standard
+    deviation is about 0.7 / 0.9 / 1.0 points); over 400 draws the population means are about 65.8 /
+    69.4 / 72.5 %. The same 10 rare-centre draws are used for all three t; with these keys the means
+    are 66.5 / 70.1 / 73.3 %.
     """
     expected = {0.9: 66.8, 0.75: 70.6, 0.6: 73.8}
     got = {}

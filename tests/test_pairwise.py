@@ -82,7 +82,7 @@ def test_vmap_over_batch_matches_loop():
 
 
 def test_float32_large_m_matches_float64():
-    """Prefix-sum cancellation (DESIGN §5): float32 at m = 10⁶ stays close to float64.
+    """Prefix-sum cancellation (docs/design.md §5): float32 at m = 10⁶ stays close to float64.
 
     Scores lie on the float32 grid inside [4, 7) (an offset the loss does not see), so both
     dtypes see the same pairs in the same pieces (f + 1 is exact there) and the difference is

@@ -1,4 +1,5 @@
-"""Every ```python block of README.md runs as written, alone, in a fresh interpreter.
+"""Every ```python block of README.md and of the documentation pages (``docs/*.md``) runs as
+written, alone, in a fresh interpreter.
 
 Each block is a separate script: nothing defined in one block is available to the next, as for
 a reader who copies one block. The interpreter is ``sys.executable`` (this environment, so
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT = 600  # seconds per block; each takes ~5-20 s on an idle 2-core machine (compile-bound)
 DEVICES = 4
 
@@ -32,6 +35,11 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
 
 
 BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+PAGE_BLOCKS = [
+    (page.relative_to(ROOT).as_posix(), line, code)
+    for page in PAGES
+    for line, code in python_blocks(page.read_text(encoding="utf-8"))
+]
 
 
 def _env() -> dict:
@@ -43,10 +51,11 @@ def _env() -> dict:
 
 
 def test_blocks_found():
-    # the three documented uses: the quickstart, scikit-learn, several devices
-    assert len(BLOCKS) >= 3
+    # the README's two quickstarts (scikit-learn, fit_rankrc); several devices in docs/scaling.md
+    assert len(BLOCKS) >= 2
     assert any("jaxrank.sklearn" in code for _, code in BLOCKS)
-    assert any("NamedSharding" in code for _, code in BLOCKS)
+    assert any("fit_rankrc" in code for _, code in BLOCKS)
+    assert any("NamedSharding" in code for page, _, code in PAGE_BLOCKS if page.startswith("docs/"))
 
 
 def test_extractor():
@@ -54,9 +63,11 @@ def test_extractor():
     assert python_blocks(text) == [(2, "a = 1\n"), (8, "b = 2\nc = 3\n")]
 
 
-@pytest.mark.parametrize("line,code", BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
-def test_block_runs_alone(line, code, tmp_path):
-    script = tmp_path / f"readme_block_{line}.py"
+@pytest.mark.parametrize(
+    "page,line,code", PAGE_BLOCKS, ids=[f"{page}:{line}" for page, line, _ in PAGE_BLOCKS]
+)
+def test_block_runs_alone(page, line, code, tmp_path):
+    script = tmp_path / f"block_{line}.py"
     # an epilogue (after the block, so it changes nothing in it): the device count it ran with
     script.write_text(code + "\nimport jax as _jax\n\nprint('DEVICES', _jax.device_count())\n")
     proc = subprocess.run(
@@ -64,7 +75,7 @@ def test_block_runs_alone(line, code, tmp_path):
         timeout=TIMEOUT,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"README.md block at line {line} fails alone:\n{out[-4000:]}"
+    assert proc.returncode == 0, f"{page} block at line {line} fails alone:\n{out[-4000:]}"
     assert f"DEVICES {DEVICES}" in proc.stdout, out[-4000:]
     # a block a user copies should not greet them with a warning (non-convergence included)
-    assert "Warning" not in proc.stderr, f"README.md block at line {line} warns:\n{out[-4000:]}"
+    assert "Warning" not in proc.stderr, f"{page} block at line {line} warns:\n{out[-4000:]}"
