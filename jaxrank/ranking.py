@@ -16,8 +16,8 @@ It never forms the pair matrix: one sort of the ``n`` entries per ranking by (cl
 score) puts the positives first, sorted; each negative's linear and quadratic windows over them
 come from a search, and the window sums from prefix sums — the sorted-window operators of
 :mod:`jaxrank.pairwise` that the solver's own objective uses (value, gradient and
-Hessian-vector product all O(n log n), docs/design.md §3). Masked entries (``where=False``) sort last
-and enter no pair, so a masked call costs what an unmasked one does.
+Hessian-vector product all O(n log n), docs/design.md §3). Masked entries
+(``where=False``) sort last and enter no pair, so a masked call costs what an unmasked one does.
 
 Derivatives: :func:`pairwise_loss` with ``reduce="mean"`` or ``"sum"`` carries a custom JVP
 whose tangent is the operators' analytic gradient and whose second order is their
