@@ -270,7 +270,7 @@ def pairwise_loss(
       >>> float(jaxrank.pairwise_loss(f, y))  # mean of ℓ(1.5), ℓ(3), ℓ(-0.5) = 1, ℓ(1)
       0.25
       >>> g = jax.grad(lambda f: jaxrank.pairwise_loss(f, y))(f)
-      >>> [round(float(v), 4) for v in g]
+      >>> [round(float(v), 4) + 0.0 for v in g]  # + 0.0: no signed zeros
       [0.0, 0.25, -0.25, 0.0]
     """
     if reduce not in _REDUCE:
