@@ -181,7 +181,6 @@ from jaxrank._validation import (
 from jaxrank.dopmid_loop import (
     DOPMIDInfo,
     LoopConfig,
-    apply_planes,
     buffer_size,
     initial_state,
     resized,
@@ -196,7 +195,7 @@ from jaxrank.dopmid_oracle import (
     most_violated,
     structured_loss,
 )
-from jaxrank.dopmid_qp import QPResult, dot, solve_qp
+from jaxrank.dopmid_qp import QPResult, solve_qp
 from jaxrank.model import ConvergenceWarning
 from jaxrank.solver import Status
 
@@ -302,6 +301,7 @@ def fit_dopmid(
     max_iter: int = 1000,
     prune_after: int | None = 50,
     qp_max_iter: int = 100,
+    line_search: bool = True,
     dtype=None,
     memory_budget: int | None = None,
 ) -> DOPMIDModel:
@@ -417,8 +417,8 @@ def fit_dopmid(
         )
 
     Xd = jnp.asarray(X, dt)
-    if kern is None:
-        F = Xd
+    if kern is None:  # Φ = [X, b]: the model is w itself (dopmid_loop notes)
+        F = jnp.concatenate([Xd, jnp.full((n, 1), bias, dt)], axis=1) if bias > 0 else Xd
     else:
         _kernels.check_memory(n * n * dt.itemsize, memory_budget, f"the kernel matrix ({n} x {n})")
         F = _kernels.kernel_block(kern, Xd, Xd)
@@ -427,6 +427,7 @@ def fit_dopmid(
         method="threshold" if measure == "am" else "table",
         linear=kern is None,
         qp_max_iter=qp_max_iter,
+        line_search=line_search,
     )
     cp, cn = class_weights(feature_map, "svc", n_pos, n_neg)
     args = (
@@ -440,35 +441,35 @@ def fit_dopmid(
         jnp.asarray(max_iter, jnp.int32),
         jnp.asarray(prune, jnp.int32),
     )
-    state = initial_state(n, _INITIAL_PLANES, C_xi, dt)
+    state = initial_state(n, F.shape[1], _INITIAL_PLANES, C_xi, dt)
     while True:
         state = run_loop(state, *args, cfg=cfg)
         if int(state.status) != Status.RUNNING:
             break
         state = resized(state, buffer_size(int(jnp.sum(state.live))))
 
-    beta = jnp.matmul(state.alpha, state.U, precision=_HI)
-    w2 = dot(state.alpha, dot(state.G, state.alpha))
-    viol = jnp.maximum(state.violation, 0)
-    gap = viol - state.mean_slack
+    # the model: the best point (line search) or the QP's solution
+    objective = kappa**2 * (0.5 * state.norm2 + C_xi * state.violation)
+    gap = kappa**2 * C_xi * state.gap
     info = DOPMIDInfo(
         iterations=state.iterations,
         n_planes=jnp.sum(state.live, dtype=jnp.int32) - 1,
         violation=state.violation,
         slack=state.slack,
-        objective=kappa**2 * (0.5 * w2 + C_xi * viol),
-        dual=kappa**2 * (0.5 * w2 + C_xi * state.mean_slack),
+        objective=objective,
+        dual=objective - gap,
         status=state.status,
-        gap=kappa**2 * C_xi * gap,
+        gap=gap,
     )
-    _check_degenerate(apply_planes(F, args[1], beta, kern is None), info, feature_map, bias)
+    _check_degenerate(state.scores, info, feature_map, bias)
     _warn_status(info, tol, kappa**2 * C_xi, dt)
-    beta = kappa * beta
-    intercept = jnp.asarray(bias * bias, dt) * jnp.sum(beta)
+    w = kappa * state.w
     if kern is None:
-        coef, basis = jnp.matmul(beta, Xd, precision=_HI), None
+        coef, basis = w[: X.shape[1]], None
+        intercept = bias * w[-1] if bias > 0 else jnp.zeros((), dt)
     else:
-        coef, basis = beta, Xd
+        coef, basis = w, Xd
+        intercept = jnp.asarray(bias * bias, dt) * jnp.sum(w)
     return DOPMIDModel(
         coef=coef,
         intercept=intercept,

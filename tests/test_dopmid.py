@@ -493,17 +493,25 @@ def test_paper_scale_is_the_same_model():
         assert primal == pytest.approx(float(paper.info.objective), rel=1e-9)
 
 
-def test_fit_many_planes_growth_and_pruning(monkeypatch):
+@pytest.mark.parametrize("line_search", [True, False])
+def test_fit_many_planes_growth_and_pruning(monkeypatch, line_search):
     """A fit that outgrows its first buffer, with aggressive pruning, still stops correctly."""
-    monkeypatch.setattr(dp, "_INITIAL_PLANES", 16)  # grow after 15 planes (16 -> 64 slots)
+    monkeypatch.setattr(dp, "_INITIAL_PLANES", 8)  # grow after 7 planes (8 -> 64 slots)
     X, y, pos = data(60, 3, seed=6, n_pos=12)
     tol = 1e-4
     for prune_after in (None, 1):
         model = dp.fit_dopmid(
-            X, y, 3.0, measure="qm", feature_map="sum", tol=tol, prune_after=prune_after
+            X,
+            y,
+            3.0,
+            measure="qm",
+            feature_map="sum",
+            tol=tol,
+            prune_after=prune_after,
+            line_search=line_search,
         )
-        if prune_after is None:  # 1 + 16 planes: more than the first buffer's 16 slots
-            assert int(model.info.n_planes) == int(model.info.iterations) >= 16
+        if prune_after is None:  # 1 + 8 planes: more than the first buffer's 8 slots
+            assert int(model.info.n_planes) == int(model.info.iterations) >= 8
         else:
             assert int(model.info.n_planes) < int(model.info.iterations)
         check_certificate(model, X, pos, "qm", "sum", tol, table_mvc)
