@@ -73,8 +73,9 @@ __all__ = [
 MIN_PLANES = 64
 # OCAS cuts the next plane at (1 − μ) w_best + μ w_QP; Franc & Sonnenburg (2009) use 0.1.
 OCAS_MU = 0.1
-# Oracle calls that narrow the line search's bracket (alternating secant and bisection steps).
-LINE_SEARCH_STEPS = 12
+# Oracle calls that narrow the line search's bracket (alternating secant and bisection steps),
+# per oracle: AM's thresholds cost O(n), QM's table O(n+ n).
+LINE_SEARCH_STEPS = {"threshold": 12, "table": 4}
 # The line search's bracket grows by doubling to at most k = 2**LINE_SEARCH_GROW.
 LINE_SEARCH_GROW = 10
 
@@ -155,7 +156,7 @@ def scores_of(F, bias2, w, linear: bool):
     return jnp.matmul(F, w, precision=_HI) + bias2 * jnp.sum(w)
 
 
-def line_search(s_b, s_c, inner, C, oracle):
+def line_search(s_b, s_c, inner, C, oracle, steps: int):
     r"""OCAS's step :math:`k^* \approx \arg\min_{k \ge 0} F(w_b + k(w_c - w_b))` (Franc &
     Sonnenburg 2009, Alg. 2), from the training scores ``s_b``, ``s_c`` of :math:`w_b`,
     :math:`w_c` and ``inner = (||w_c − w_b||², w_bᵀ(w_c − w_b))``.
@@ -165,9 +166,9 @@ def line_search(s_b, s_c, inner, C, oracle):
     :math:`R = \max_{\bar y} H` is convex and piecewise linear, and ``oracle`` (the most violated
     labelling ``u`` at given scores) gives its value and a slope :math:`-u^\top(s_c - s_b)`. The
     zero of :math:`\varphi'` is bracketed from :math:`k = 0` and 1 (doubling the upper end
-    while :math:`\varphi' < 0`, to at most :math:`2^{10}`), then narrowed by
-    :data:`LINE_SEARCH_STEPS` steps alternating a secant step (kept inside the bracket's inner
-    90 %) and bisection. Returns the evaluated ``k`` with the smallest :math:`\varphi` (0 when
+    while :math:`\varphi' < 0`, to at most :math:`2^{10}`), then narrowed by ``steps``
+    (:data:`LINE_SEARCH_STEPS`) steps alternating a secant step (kept inside the bracket's
+    inner 90 %) and bisection. Returns the evaluated ``k`` with the smallest :math:`\varphi` (0 when
     none is below :math:`\varphi(0)`): the step sets the speed, never the certificate.
     """
     dt = s_b.dtype
@@ -216,7 +217,7 @@ def line_search(s_b, s_c, inner, C, oracle):
     # φ'(0) ≥ 0: no descent towards w_c (so at the first iteration, where w_c = w_b = 0)
     best = jax.lax.cond(
         (d0 < 0) & (dhi >= 0),
-        lambda c: jax.lax.fori_loop(0, LINE_SEARCH_STEPS, narrow, c)[4],
+        lambda c: jax.lax.fori_loop(0, steps, narrow, c)[4],
         lambda c: c[4],
         (lo, dlo, hi, dhi, best),
     )
@@ -264,7 +265,14 @@ def run_loop(state, F, bias2, pos, cp, cn, C, tol, max_iter, prune_after, *, cfg
         if cfg.line_search:
             d = w_c - st.w
             s_d = s_c - st.scores
-            k = line_search(st.scores, s_c, (inner(d, d, s_d), inner(st.w, d, s_d)), C, oracle)
+            k = line_search(
+                st.scores,
+                s_c,
+                (inner(d, d, s_d), inner(st.w, d, s_d)),
+                C,
+                oracle,
+                LINE_SEARCH_STEPS[cfg.method],
+            )
             w_b = st.w + k * d
             s_b = scores(w_b)
         else:
