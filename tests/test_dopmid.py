@@ -702,6 +702,7 @@ def test_satimage_c_grid_float32_converged_and_true():
         ref = dp.fit_dopmid(Xtr, y[tr], C, tol=1e-6)
         w = np.asarray(m32.coef, np.float64)
         # AM's most violated labelling flips each row with a positive gain (module notes)
-        gain = np.where(pos, 0.5 / pos.sum(), 0.5 / (~pos).sum()) - 2 * c * (2 * pos - 1) * (Xtr @ w)
+        s = Xtr @ w
+        gain = np.where(pos, 0.5 / pos.sum(), 0.5 / (~pos).sum()) - 2 * c * (2 * pos - 1) * s
         primal = 0.5 * w @ w + n * C * np.sum(np.maximum(gain, 0))
         assert primal - float(ref.info.dual) <= n * C * 1e-3 * (1 + 1e-3), C
