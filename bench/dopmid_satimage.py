@@ -18,6 +18,7 @@ only this part.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -195,6 +196,11 @@ def markdown_c_grid(grid: dict) -> list[str]:
                                                      C.fmt_seconds(before[2])]  # fmt: skip
         rows.append(cells)
     met = "met" if grid.get("done_when_met") else "NOT met"
+    env = grid.get("env")  # a grid run on its own (--c-grid): its own date and commit
+    when = "" if env is None else (
+        f" Measured {env.get('time', '?')}, commit {str(env.get('git_commit', '?'))[:12]}, "
+        f"{env.get('cpu_count', '?')} CPUs, jax {env.get('jax', '?')}, apart from the table "
+        "above (which predates issue 31).")  # fmt: skip
     head = ("C | line search | iterations | gap/bound | fit | plain | iterations | gap/bound | "
             "fit | before | iterations | fit")  # fmt: skip
     return [
@@ -205,7 +211,7 @@ def markdown_c_grid(grid: dict) -> list[str]:
         "in brackets). Line search: the default loop (OCAS); plain: seed Algorithm 1 "
         "(`line_search=False`), both in this run; before: the code at commit e4429e0 (typed "
         "in; plain cutting planes). Done-when (issue 31): every C CONVERGED within 10 s with "
-        f"the default loop → **{met}**.",
+        f"the default loop → **{met}**.{when}",
         "",
         *C.md_table(head, rows, "rlrrrlrrrlrr"),
     ]
@@ -269,10 +275,16 @@ def main(argv=None):
     p.add_argument("--splits", type=int, default=5)
     p.add_argument("--folds", type=int, default=3)
     p.add_argument("--c-grid", action="store_true", help="only the C grid of issue 31")
+    p.add_argument("--merge-into", type=Path, default=None,
+                   help="with --c-grid: put the grid into this whole run's JSON")  # fmt: skip
     args = p.parse_args(argv)
     X, y = datasets.load_keel("satimage")
     if args.c_grid:  # float32 needs no x64; the protocol below switches it on
-        result = {"bench": NAME, "env": C.env_info(), "c_grid": c_grid(X, y, args.seed)}
+        grid = {**c_grid(X, y, args.seed), "env": C.env_info()}
+        result = {"bench": NAME, "env": grid["env"], "c_grid": grid}
+        if args.merge_into is not None:
+            result = {**json.loads(args.merge_into.read_text()), "c_grid": grid}
+            args.out = args.merge_into
         print("\n" + markdown(result))
         print(f"wrote {C.write_json(args.out, result)}")
         return
