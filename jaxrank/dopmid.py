@@ -85,13 +85,14 @@ loop above zigzags at large C: its model :math:`w^c` is the working set's optimu
 between cutting planes far from the true optimum. OCAS (Franc & Sonnenburg 2009, *Optimized
 cutting plane algorithm for large-scale risk minimization*, JMLR 10, Alg. 2) keeps the best
 point :math:`w^b` instead, moved at every iteration to the minimum of the full objective on the
-line towards :math:`w^c`, and cuts the next plane at :math:`0.9\,w^b + 0.1\,w^c`; the
-working-set QP and the certificate (below, with the model :math:`w = w^b`) are unchanged.
-Measured on satimage (4,826 rows, linear, AM, float32; ``bench/dopmid_satimage.py``): from
-C = 0.01 to 100 it needs 11-100 planes where the plain loop needs 36-624, and every C ends
-``CONVERGED`` (the plain loop: ``PRECISION`` from C = 3). A linear model is held as :math:`w`
-itself, not as its expansion over the rows, which cancels :math:`4\cdot 10^5`-fold at C = 100
-(:mod:`jaxrank.dopmid_loop`).
+line towards :math:`w^c`, and cuts the next plane at :math:`0.9\,w^b + 0.1\,w^c` (at
+:math:`w^c` when that plane adds too little); the working-set QP and the certificate (below,
+with the model :math:`w = w^b`) are unchanged. Measured on satimage (4,826 rows, linear, AM,
+float32; ``bench/dopmid_satimage.py``, RESULTS.md §9): from C = 0.01 to 100 it needs 11-99
+planes and 0.1-1.9 s, every C ``CONVERGED``; the plain loop needs 36-700 planes and up to 64 s
+and ends ``PRECISION`` at C = 10 and 100 (before issue 31, from C = 3). A linear model is held
+as :math:`w` itself, not as its expansion over the rows, which cancels
+:math:`4\cdot 10^5`-fold at C = 100 (:mod:`jaxrank.dopmid_loop`).
 
 **Most violated labelling.** :math:`\Delta` depends on :math:`\bar y` only through
 :math:`(FN, FP)`, and :math:`-w^\top g(\bar y) = -2\sum_{i \in +, \bar y_i = -1} c_i s_i +
@@ -161,9 +162,10 @@ at the model :math:`w^b` and :math:`D` at the QP's :math:`w^c = \sum_c \alpha_c 
 + \|w^c\|^2)`.) The seed's rule
 :math:`H_w(\hat y) \le \xi + \varepsilon` (:math:`\xi` the working set's largest violation)
 is the same when the working-set QP is solved exactly; when the most violated labelling is
-already in the working set (with the line search: violated beyond it by at most
-:math:`0.1\varepsilon`, where an exact QP guarantees more) but the gap is still open, the QP
-could not be solved accurately enough in the dtype: status ``PRECISION`` and a warning. A
+already in the working set (with the line search: OCAS's plane adds less than
+:math:`0.1\varepsilon` and the plain one at :math:`w^c` less than :math:`\varepsilon`, where an
+exact QP guarantees more) but the gap is still open, the QP could not be solved accurately
+enough in the dtype: status ``PRECISION`` and a warning. A
 model whose training scores are all equal (:math:`w = 0`, or a constant classifier) is refused
 with a ``ValueError``; one that puts every training row in one class (training AM = 1/2)
 warns.

@@ -282,23 +282,35 @@ def run_loop(state, F, bias2, pos, cp, cn, C, tol, max_iter, prune_after, *, cfg
         slack = planes_at(st, w_b, s_b)
         gap = (viol - loss_c) + 0.5 * (norm2_b + norm2_c) / C
         if cfg.line_search:
-            # the next plane, cut between the model and the QP's solution
+            # The next plane: OCAS's, cut between the model and the QP's solution; when that
+            # one adds too little to W (possible when the line search is inexact), the plain
+            # cut at w_c, which with an exact QP adds more than the gap: C'·(viol_c − slack_c)
+            # = F(w_c) − F_W(w_c) ≥ F(w_b) − D, F_W(w_c) = D being the QP's value and F(w_b) ≤
+            # F(w_c) as the line search evaluates k = 1 too.
             w_t, s_t = w_b + OCAS_MU * (w_c - w_b), s_b + OCAS_MU * (s_c - s_b)
-            _, u, loss, viol_t = oracle(s_t)
-            slack_t, mu = planes_at(st, w_t, s_t), OCAS_MU
+            _, u_t, loss_t, viol_t = oracle(s_t)
+
+            def plain_cut(_):
+                _, u_c, loss_c_, viol_c = oracle(s_c)
+                return u_c, loss_c_, viol_c <= planes_at(st, w_c, s_c) + tol
+
+            u, loss, stuck = jax.lax.cond(
+                viol_t > planes_at(st, w_t, s_t) + OCAS_MU * tol,
+                lambda _: (u_t, loss_t, jnp.zeros((), bool)),
+                plain_cut,
+                None,
+            )
         else:
-            viol_t, slack_t, mu = viol, slack, 1.0
+            stuck = viol <= slack + tol
         n_live = jnp.sum(st.live, dtype=jnp.int32)
         status = jnp.select(
             [
                 ~jnp.isfinite(viol) | ~jnp.isfinite(slack) | ~jnp.isfinite(gap),
                 gap <= tol,
-                # The new plane adds (almost) nothing to the working set W, yet the gap is
-                # open: the QP over W is not solved to the accuracy the stopping rule needs.
-                # With an exact QP, F_W(w_c) = D and the plane at w_t = (1 − μ)w_b + μw_c is
-                # violated beyond W by more than μ·gap/C: F_W(w_t) ≤ (1 − μ)F(w_b) + μF_W(w_c)
-                # by convexity, and F(w_t) ≥ F(w_b) as w_b minimises F on that line.
-                viol_t <= slack_t + mu * tol,
+                # The plane cut at the QP's solution w_c adds (almost) nothing to the working
+                # set W, yet the gap is open: the QP over W is not solved to the accuracy the
+                # stopping rule needs (with an exact QP it would add more than the gap).
+                stuck,
                 st.iterations >= max_iter,
             ],
             [Status.NONFINITE, Status.CONVERGED, Status.PRECISION, Status.MAX_ITER],
