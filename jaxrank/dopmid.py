@@ -89,9 +89,9 @@ line towards :math:`w^c`, and cuts the next plane at :math:`0.9\,w^b + 0.1\,w^c`
 :math:`w^c` when that plane adds too little); the working-set QP and the certificate (below,
 with the model :math:`w = w^b`) are unchanged. Measured on satimage (4,826 rows, linear, AM,
 float32; ``bench/dopmid_satimage.py``, RESULTS.md §9): from C = 0.01 to 100 it needs 11-99
-planes and 0.1-1.9 s, every C ``CONVERGED``; the plain loop needs 36-700 planes and up to 64 s
-and ends ``PRECISION`` at C = 10 and 100 (before issue 31, from C = 3). A linear model is held
-as :math:`w` itself, not as its expansion over the rows, which cancels
+planes and under 2 s a fit once compiled, every C ``CONVERGED``; the plain loop needs 36-700
+planes and up to 64 s and ends ``PRECISION`` at C = 10 and 100 (before issue 31, from C = 3).
+A linear model is held as :math:`w` itself, not as its expansion over the rows, which cancels
 :math:`4\cdot 10^5`-fold at C = 100 (:mod:`jaxrank.dopmid_loop`).
 
 **Most violated labelling.** :math:`\Delta` depends on :math:`\bar y` only through
