@@ -1,14 +1,24 @@
-"""DOPMID (seed 004) on KEEL satimage against an unweighted linear hinge SVM (issue 4, item 2).
+"""DOPMID (seed 004) on KEEL satimage against an unweighted linear hinge SVM (issue 4, item 2),
+and the C grid a user tunes, timed (issue 31).
 
-Done-when: DOPMID-AM's test AM is at least 0.10 above ``sklearn.svm.LinearSVC()``'s (seed 004
-Sec. 4.2.1 reports +32 % on satimage). Protocol and results: RESULTS.md §9. Features are
-standardised on each training split and on each inner training fold; ``LinearSVC()`` is used as
-given (C = 1, no class weights), the issue's baseline. Run ``python bench/dopmid_satimage.py``
+Done-when (issue 4): DOPMID-AM's test AM is at least 0.10 above ``sklearn.svm.LinearSVC()``'s
+(seed 004 Sec. 4.2.1 reports +32 % on satimage). Protocol and results: RESULTS.md §9. Features
+are standardised on each training split and on each inner training fold; ``LinearSVC()`` is used
+as given (C = 1, no class weights), the issue's baseline. Run ``python bench/dopmid_satimage.py``
 (float64, single-threaded BLAS: see the note at the imports) or ``--quick``.
+
+Done-when (issue 31): on the first 75/25 split (4,826 training rows, 36 features), DOPMID-AM
+with its defaults (``feature_map="balanced"``, ``C_scale="svc"``, tol 1e-3) in float32 ends
+CONVERGED within 10 s at every C of :data:`GRID_C`. Both loops are timed in the same run, C by
+C: the line search (the default since issue 31) and the plain cutting planes of seed
+Algorithm 1 (``line_search=False``); the first call of each (compiling, or loading from the
+persistent compilation cache) apart from the median of the calls after it. ``--c-grid`` runs
+only this part.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -33,6 +43,20 @@ NAME = "dopmid_satimage"
 GRID_SUM = [1e-7, 1e-6, 1e-5, 1e-4]
 GRID_BALANCED = [0.1, 1.0, 10.0, 100.0]
 GRID_SVC = [0.01, 0.1, 1.0]
+# The C grid of issue 31 (C_scale="svc": scikit-learn's C), float32, and the loops it compares.
+GRID_C = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0]
+GRID_LOOPS = {"line search": True, "plain": False}
+GRID_TOL = 1e-3
+# The same grid before issue 31 (commit e4429e0: plain cutting planes, w as its expansion over
+# the rows), measured with this bench's split on this 2-core machine under a load average of
+# 12-20 (C = 100 in a separate run): C -> (status, iterations, seconds of a second, warm fit).
+# Typed in, as the paper's tables are, because that code is gone.
+GRID_BEFORE = {
+    0.01: ("CONVERGED", 36, 0.13), 0.03: ("CONVERGED", 54, 0.12), 0.1: ("CONVERGED", 91, 0.29),
+    0.3: ("CONVERGED", 149, 0.68), 1.0: ("CONVERGED", 255, 0.64), 3.0: ("PRECISION", 442, 6.18),
+    10.0: ("PRECISION", 580, 8.79), 30.0: ("PRECISION", 904, 306.5),
+    100.0: ("PRECISION", 624, 100.5),
+}  # fmt: skip
 # name: (measure / class weight, DOPMID feature map (None: LinearSVC), bias, C grid); --quick
 # runs the first three. "sum": the seed's formulation; "sum+b": with a bias feature the AM optimum
 # is the constant classifier on satimage (module notes of jaxrank.dopmid), shown as a caution;
@@ -124,8 +148,79 @@ def measure_timings(X, y, seed):
     return out
 
 
+def c_grid(X, y, seed, *, repeats: int = 3, budget: float = 30.0) -> dict:
+    """The C grid of issue 31 on the first split: per C, each loop's first call, the median of
+    up to ``repeats`` calls after it (fewer when they would exceed ``budget`` seconds), status,
+    iterations, planes, the duality gap over its bound ``C'·tol`` and the test AM."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    tr, te = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=seed).split(X, y))
+    Xtr, Xte = (a.astype(np.float32) for a in C.standardise(X[tr], X[te]))
+    ytr, n = y[tr], len(tr)
+    rows = []
+    for C_ in GRID_C:  # the loops interleaved, so that they share the machine's load
+        for loop, line_search in GRID_LOOPS.items():
+            kw = dict(measure="am", tol=GRID_TOL, dtype=np.float32, line_search=line_search)
+            m, t = C.time_budget(lambda C_=C_, kw=kw: fit_dopmid(Xtr, ytr, C_, **kw), repeats,
+                                 budget, record=True)  # fmt: skip
+            row = {"C": C_, "loop": loop, "status": C.status_names(m),
+                   "iterations": int(m.info.iterations), "n_planes": int(m.info.n_planes),
+                   "gap_over_bound": float(m.info.gap) / (n * C_ * GRID_TOL),
+                   "objective": float(m.info.objective), "first_s": t["first"],
+                   "warm_s": t["median"], "warm_runs": t["runs"],
+                   "test_am": float(metrics.am(y[te], np.asarray(m.decision_function(Xte)))),
+                   "warnings": t["warnings"]}  # fmt: skip
+            rows.append(row)
+            print(f"C={C_:<6g} {loop:12s} {row['status']:9s} iters={row['iterations']:4d} "
+                  f"gap/bound={row['gap_over_bound']:.3f} first={row['first_s']:.2f}s "
+                  f"warm={row['warm_s']:.2f}s AM={row['test_am']:.4f}", flush=True)  # fmt: skip
+    done = all(r["status"] == "CONVERGED" and r["warm_s"] <= 10 for r in rows
+               if GRID_LOOPS[r["loop"]])  # fmt: skip
+    return {"rows": rows, "n_train": n, "d": X.shape[1], "dtype": "float32", "tol": GRID_TOL,
+            "done_when_met": bool(done)}  # fmt: skip
+
+
+def markdown_c_grid(grid: dict) -> list[str]:
+    """The C grid: both loops of this run side by side, and the code before issue 31."""
+    by = {(r["C"], r["loop"]): r for r in grid["rows"]}
+    rows = []
+    for C_ in GRID_C:
+        cells = [f"{C_:g}"]
+        for loop in GRID_LOOPS:
+            r = by.get((C_, loop))
+            cells += (["-"] * 4 if r is None else [
+                r["status"], str(r["iterations"]), f"{r['gap_over_bound']:.2f}",
+                f"{C.fmt_seconds(r['warm_s'])} ({C.fmt_seconds(r['first_s'])})"])  # fmt: skip
+        before = GRID_BEFORE.get(C_)
+        cells += ["-"] * 3 if before is None else [before[0], str(before[1]),
+                                                     C.fmt_seconds(before[2])]  # fmt: skip
+        rows.append(cells)
+    met = "met" if grid.get("done_when_met") else "NOT met"
+    env = grid.get("env")  # a grid run on its own (--c-grid): its own date and commit
+    when = "" if env is None else (
+        f" Measured {env.get('time', '?')}, commit {str(env.get('git_commit', '?'))[:12]}, "
+        f"{env.get('cpu_count', '?')} CPUs, jax {env.get('jax', '?')}, apart from the table "
+        "above (which predates issue 31).")  # fmt: skip
+    head = ("C | line search | iterations | gap/bound | fit | plain | iterations | gap/bound | "
+            "fit | before | iterations | fit")  # fmt: skip
+    return [
+        f"The C grid on the first split ({grid['n_train']} training rows, {grid['d']} features), "
+        f"DOPMID-AM with its defaults in {grid['dtype']}, tol {grid['tol']:g}: status, "
+        "cutting-plane iterations, duality gap / its bound n·C·tol (CONVERGED: ≤ 1), fit time: "
+        "median of the calls after the first (the first call, with its compile or cache load, "
+        "in brackets). Line search: the default loop (OCAS); plain: seed Algorithm 1 "
+        "(`line_search=False`), both in this run; before: the code at commit e4429e0 (typed "
+        "in; plain cutting planes). Done-when (issue 31): every C CONVERGED within 10 s with "
+        f"the default loop → **{met}**.{when}",
+        "",
+        *C.md_table(head, rows, "rlrrrlrrrlrr"),
+    ]
+
+
 def markdown(result: dict) -> str:
     """The table (seed 004's relative AM gain beside ours), then the component timings."""
+    if "summary" not in result:  # a --c-grid run
+        return "\n".join(markdown_c_grid(result["c_grid"]))
     pr, rows = result["protocol"], []
     for name, s in result["summary"].items():
         paper, it = PAPER_AM_GAIN_REL.get(name), s.get("iterations_median")
@@ -151,6 +246,8 @@ def markdown(result: dict) -> str:
                   "warm-up):", "", *C.md_table("what | median | detail", [
                       [n, C.fmt_seconds(t["median"]), t.get("what", "")]
                       for n, t in result["timings"].items()], "lr")]  # fmt: skip
+    if result.get("c_grid"):
+        lines += ["", *markdown_c_grid(result["c_grid"])]
     return "\n".join(lines)
 
 
@@ -177,13 +274,25 @@ def main(argv=None):
     p = C.parser(NAME, __doc__, "2 splits, 2 folds, no extra rows", seed=0)
     p.add_argument("--splits", type=int, default=5)
     p.add_argument("--folds", type=int, default=3)
+    p.add_argument("--c-grid", action="store_true", help="only the C grid of issue 31")
+    p.add_argument("--merge-into", type=Path, default=None,
+                   help="with --c-grid: put the grid into this whole run's JSON")  # fmt: skip
     args = p.parse_args(argv)
+    X, y = datasets.load_keel("satimage")
+    if args.c_grid:  # float32 needs no x64; the protocol below switches it on
+        grid = {**c_grid(X, y, args.seed), "env": C.env_info()}
+        result = {"bench": NAME, "env": grid["env"], "c_grid": grid}
+        if args.merge_into is not None:
+            result = {**json.loads(args.merge_into.read_text()), "c_grid": grid}
+            args.out = args.merge_into
+        print("\n" + markdown(result))
+        print(f"wrote {C.write_json(args.out, result)}")
+        return
     jax.config.update("jax_enable_x64", True)
     if args.quick:
         args.splits, args.folds = 2, 2
     from sklearn.model_selection import StratifiedShuffleSplit
 
-    X, y = datasets.load_keel("satimage")
     methods = list(METHODS)[: 3 if args.quick else None]
     sss = StratifiedShuffleSplit(args.splits, test_size=0.25, random_state=args.seed)
     results = {name: [] for name in methods}
@@ -203,6 +312,7 @@ def main(argv=None):
                   f"fit={row['fit_s']:.2f}s", flush=True)  # fmt: skip
 
     timings = measure_timings(X, y, args.seed)
+    grid = c_grid(X, y, args.seed, repeats=1 if args.quick else 3)
     summary = summarise(results)
     done = summary["DOPMID-AM"]["am_gain"] >= 0.10
     print(f"\nsatimage: {X.shape[0]} rows, {X.shape[1]} features, {int((y == 1).sum())} rare")
@@ -214,7 +324,8 @@ def main(argv=None):
         "dopmid": {"tol": 1e-3, "dtype": "float64"},
     }  # fmt: skip
     result = {"bench": NAME, "env": C.env_info(), "protocol": protocol, "summary": summary,
-              "timings": timings, "results": results, "done_when_met": bool(done)}  # fmt: skip
+              "timings": timings, "c_grid": grid, "results": results,
+              "done_when_met": bool(done)}  # fmt: skip
     print("\n" + markdown(result))
     print(f"wrote {C.write_json(args.out, result)}")
     if args.save:

@@ -79,8 +79,10 @@ $ python bench/fig5_multilevel.py --save
 
 dopmid_satimage | Seed 004: DOPMID on satimage
 DOPMID-AM / -QM (cutting-plane structural SVM) against an unweighted linear hinge SVM on KEEL
-satimage: AM, QM, F1, the AM gain beside seed 004's.
-$ python bench/dopmid_satimage.py && cp bench/out/dopmid_satimage.json bench/results/
+satimage: AM, QM, F1, the AM gain beside seed 004's; the C grid from 0.01 to 100 in float32, its
+times and statuses with and without the line search, and before issue 31.
+$ python bench/dopmid_satimage.py && cp bench/out/dopmid_satimage.json bench/results/ (the C grid
+alone: python bench/dopmid_satimage.py --c-grid --merge-into bench/results/dopmid_satimage.json)
 
 bases | Hypothesis bases side by side
 Which basis R for the R-subset ranker: rare class, random, Nyström landmarks, greedy, all rows

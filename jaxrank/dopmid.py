@@ -80,6 +80,20 @@ multiplier stayed 0 for ``prune_after`` consecutive QPs are dropped (common prac
 solvers; not in the seed): removing a plane with :math:`\alpha_c = 0` leaves the current QP
 solution optimal, so the dual still increases at every iteration and the bound still holds.
 
+**Line search** (``line_search=True``, the default since issue 31; not in the seed). The plain
+loop above zigzags at large C: its model :math:`w^c` is the working set's optimum, which jumps
+between cutting planes far from the true optimum. OCAS (Franc & Sonnenburg 2009, *Optimized
+cutting plane algorithm for large-scale risk minimization*, JMLR 10, Alg. 2) keeps the best
+point :math:`w^b` instead, moved at every iteration to the minimum of the full objective on the
+line towards :math:`w^c`, and cuts the next plane at :math:`0.9\,w^b + 0.1\,w^c` (at
+:math:`w^c` when that plane adds too little); the working-set QP and the certificate (below,
+with the model :math:`w = w^b`) are unchanged. Measured on satimage (4,826 rows, linear, AM,
+float32; ``bench/dopmid_satimage.py``, RESULTS.md §9): from C = 0.01 to 100 it needs 11-99
+planes and under 2 s a fit once compiled, every C ``CONVERGED``; the plain loop needs 36-700
+planes and up to 64 s and ends ``PRECISION`` at C = 10 and 100 (before issue 31, from C = 3).
+A linear model is held as :math:`w` itself, not as its expansion over the rows, which cancels
+:math:`4\cdot 10^5`-fold at C = 100 (:mod:`jaxrank.dopmid_loop`).
+
 **Most violated labelling.** :math:`\Delta` depends on :math:`\bar y` only through
 :math:`(FN, FP)`, and :math:`-w^\top g(\bar y) = -2\sum_{i \in +, \bar y_i = -1} c_i s_i +
 2\sum_{j \in -, \bar y_j = +1} c_j s_j` with scores :math:`s = w^\top\phi(x)`. For a given
@@ -142,13 +156,19 @@ bound on the optimum for any feasible :math:`\alpha`) differ by
 :math:`P - D = C'(\max_{\bar y} H_w - \bar\xi)`. ``CONVERGED`` means
 :math:`P - D \le C'\varepsilon`, computed from that difference of two :math:`O(1)` numbers
 (``info.gap``): the returned :math:`w` is within :math:`C'\varepsilon` of the optimum, i.e.
-within :math:`\varepsilon` relative to :math:`P(0) = C'`. The seed's rule
+within :math:`\varepsilon` relative to :math:`P(0) = C'`. (With the line search, :math:`P` is
+at the model :math:`w^b` and :math:`D` at the QP's :math:`w^c = \sum_c \alpha_c g_c`:
+:math:`P - D = C'(\max_{\bar y} H_{w^b} - \sum_c (\alpha_c/C')\Delta_c) + \tfrac12(\|w^b\|^2
++ \|w^c\|^2)`.) The seed's rule
 :math:`H_w(\hat y) \le \xi + \varepsilon` (:math:`\xi` the working set's largest violation)
 is the same when the working-set QP is solved exactly; when the most violated labelling is
-already in the working set but the gap is still open, the QP could not be solved accurately
-enough in the dtype: status ``PRECISION`` and a warning. A model whose training scores are all
-equal (:math:`w = 0`, or a constant classifier) is refused with a ``ValueError``; one that puts
-every training row in one class (training AM = 1/2) warns.
+already in the working set (with the line search: OCAS's plane adds less than
+:math:`0.1\varepsilon` and the plain one at :math:`w^c` less than :math:`\varepsilon`, where an
+exact QP guarantees more) but the gap is still open, the QP could not be solved accurately
+enough in the dtype: status ``PRECISION`` and a warning. A
+model whose training scores are all equal (:math:`w = 0`, or a constant classifier) is refused
+with a ``ValueError``; one that puts every training row in one class (training AM = 1/2)
+warns.
 
 The QP (:func:`solve_qp`) is solved by a primal-dual interior-point method (Mehrotra
 predictor-corrector) in ``lax.while_loop``, followed by an active-set polish: the KKT system on
@@ -157,6 +177,14 @@ Frank-Wolfe gap (a certified bound on its suboptimality, :math:`\max_c \xi_c -
 \sum_c (\alpha_c/C')\,\xi_c` in the plane violations :math:`\xi_c`) is kept, which gives the
 solution to rounding (tests compare with scipy and with enumeration of supports). The QP is
 scaled so that its multipliers are O(1) whether or not C binds (:func:`solve_qp`).
+
+**Saving.** :meth:`DOPMIDModel.save` writes a checksummed ``.npz`` (:mod:`jaxrank.io`) and
+:func:`jaxrank.load` reads it back bit for bit. A loaded model is held to what a fit leaves:
+one float dtype, a linear (``coef`` ``(d,)``) or kernel (a jaxrank kernel, a finite ``(n, d)``
+``basis``, ``coef`` ``(n,)``) layout, ``C`` finite and > 0, status codes of a finished fit,
+``n_planes ≤ iterations``, finite numbers unless the status is ``NONFINITE``, and (linear)
+``½||coef||² ≤ info.objective``, which every fit satisfies (``objective = ½||w||² +
+C'·violation``, ``violation ≥ 0``) and a file with ``coef`` of 1e38 does not.
 """
 
 from __future__ import annotations
@@ -170,6 +198,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank import _flax
+from jaxrank import io as _io
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
@@ -181,7 +210,6 @@ from jaxrank._validation import (
 from jaxrank.dopmid_loop import (
     DOPMIDInfo,
     LoopConfig,
-    apply_planes,
     buffer_size,
     initial_state,
     resized,
@@ -196,7 +224,7 @@ from jaxrank.dopmid_oracle import (
     most_violated,
     structured_loss,
 )
-from jaxrank.dopmid_qp import QPResult, dot, solve_qp
+from jaxrank.dopmid_qp import QPResult, solve_qp
 from jaxrank.model import ConvergenceWarning, score_input
 from jaxrank.solver import Status
 
@@ -281,6 +309,25 @@ class DOPMIDModel:
         """``argmax_ȳ w·Ψ(X, ȳ)``: ``+1`` where ``f(x) > 0``, else ``-1`` (int32, ``(n,)``)."""
         return jnp.where(self.decision_function(X) > 0, 1, -1).astype(jnp.int32)
 
+    def save(self, path) -> None:
+        """Write the model to ``path`` as a checksummed ``.npz`` (:func:`jaxrank.io.save`).
+
+        :func:`jaxrank.load` reads it back bit for bit and refuses a file whose fields a fit
+        could not have produced (module notes, *Saving*).
+
+        Example:
+          >>> import os, tempfile, jaxrank
+          >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+          >>> X = (X - X.mean(0)) / X.std(0)
+          >>> model = jaxrank.fit_dopmid(X, y, 1.0)
+          >>> path = os.path.join(tempfile.mkdtemp(), "dopmid.npz")
+          >>> model.save(path)
+          >>> same = jaxrank.load(path)
+          >>> bool((same.decision_function(X) == model.decision_function(X)).all())
+          True
+        """
+        _io.save(self, path)
+
 
 def _check_int(value, name: str, minimum: int) -> int:
     if isinstance(value, bool) or int(value) != value or value < minimum:
@@ -309,6 +356,7 @@ def fit_dopmid(
     max_iter: int = 1000,
     prune_after: int | None = 50,
     qp_max_iter: int = 100,
+    line_search: bool = True,
     dtype=None,
     memory_budget: int | None = None,
 ) -> DOPMIDModel:
@@ -357,6 +405,9 @@ def fit_dopmid(
       prune_after: drop a plane whose multiplier was 0 in this many consecutive QPs (``None``:
         never).
       qp_max_iter: cap on interior-point iterations per QP.
+      line_search: ``True`` (default): OCAS, the model moved by a line search on the full
+        objective and planes cut beside it (module notes, *Line search*); ``False``: the plain
+        cutting planes of seed Algorithm 1, many more iterations at large C.
       dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on.
       memory_budget: bytes the kernel matrix may take (kernel only; default as in
         :func:`jaxrank.fit`).
@@ -403,6 +454,8 @@ def fit_dopmid(
     max_iter = _check_int(max_iter, "max_iter", 1)
     qp_max_iter = _check_int(qp_max_iter, "qp_max_iter", 1)
     prune = 2**30 if prune_after is None else _check_int(prune_after, "prune_after", 1)
+    if not isinstance(line_search, bool | np.bool_):
+        raise ValueError(f"line_search must be True or False, got {line_search!r}.")
     dt = choose_dtype(X, dtype)
     check_cast(X, dt)  # values whose squares overflow the dtype: a clear error, not inf scores
     kern = _resolve(kernel, X, dt)
@@ -424,8 +477,8 @@ def fit_dopmid(
         )
 
     Xd = jnp.asarray(X, dt)
-    if kern is None:
-        F = Xd
+    if kern is None:  # Φ = [X, b]: the model is w itself (dopmid_loop notes)
+        F = jnp.concatenate([Xd, jnp.full((n, 1), bias, dt)], axis=1) if bias > 0 else Xd
     else:
         _kernels.check_memory(n * n * dt.itemsize, memory_budget, f"the kernel matrix ({n} x {n})")
         F = _kernels.kernel_block(kern, Xd, Xd)
@@ -434,6 +487,7 @@ def fit_dopmid(
         method="threshold" if measure == "am" else "table",
         linear=kern is None,
         qp_max_iter=qp_max_iter,
+        line_search=bool(line_search),
     )
     cp, cn = class_weights(feature_map, "svc", n_pos, n_neg)
     args = (
@@ -447,35 +501,35 @@ def fit_dopmid(
         jnp.asarray(max_iter, jnp.int32),
         jnp.asarray(prune, jnp.int32),
     )
-    state = initial_state(n, _INITIAL_PLANES, C_xi, dt)
+    state = initial_state(n, F.shape[1], _INITIAL_PLANES, C_xi, dt)
     while True:
         state = run_loop(state, *args, cfg=cfg)
         if int(state.status) != Status.RUNNING:
             break
         state = resized(state, buffer_size(int(jnp.sum(state.live))))
 
-    beta = jnp.matmul(state.alpha, state.U, precision=_HI)
-    w2 = dot(state.alpha, dot(state.G, state.alpha))
-    viol = jnp.maximum(state.violation, 0)
-    gap = viol - state.mean_slack
+    # the model: the best point (line search) or the QP's solution
+    objective = kappa**2 * (0.5 * state.norm2 + C_xi * state.violation)
+    gap = kappa**2 * C_xi * state.gap
     info = DOPMIDInfo(
         iterations=state.iterations,
         n_planes=jnp.sum(state.live, dtype=jnp.int32) - 1,
         violation=state.violation,
         slack=state.slack,
-        objective=kappa**2 * (0.5 * w2 + C_xi * viol),
-        dual=kappa**2 * (0.5 * w2 + C_xi * state.mean_slack),
+        objective=objective,
+        dual=objective - gap,
         status=state.status,
-        gap=kappa**2 * C_xi * gap,
+        gap=gap,
     )
-    _check_degenerate(apply_planes(F, args[1], beta, kern is None), info, feature_map, bias)
+    _check_degenerate(state.scores, info, feature_map, bias)
     _warn_status(info, tol, kappa**2 * C_xi, dt)
-    beta = kappa * beta
-    intercept = jnp.asarray(bias * bias, dt) * jnp.sum(beta)
+    w = kappa * state.w
     if kern is None:
-        coef, basis = jnp.matmul(beta, Xd, precision=_HI), None
+        coef, basis = w[: X.shape[1]], None
+        intercept = bias * w[-1] if bias > 0 else jnp.zeros((), dt)
     else:
-        coef, basis = beta, Xd
+        coef, basis = w, Xd
+        intercept = jnp.asarray(bias * bias, dt) * jnp.sum(w)
     return DOPMIDModel(
         coef=coef,
         intercept=intercept,
@@ -559,3 +613,108 @@ def _warn_status(info: DOPMIDInfo, tol: float, C_xi: float, dt) -> None:
     else:
         fix = "Check the data (standardise it) and C."
     warnings.warn(head + fix, ConvergenceWarning, stacklevel=3)
+
+
+# --------------------------------------------------------------------------------------------
+# Saving and loading (jaxrank.io): DOPMID models join its registry
+# --------------------------------------------------------------------------------------------
+
+
+def _to_arrays(model: DOPMIDModel) -> dict[str, Any]:
+    fields = {
+        "coef": model.coef,
+        "intercept": model.intercept,
+        "basis": model.basis,
+        "kernel": model.kernel,
+        "C": model.C,
+        "measure": model.measure,
+        "feature_map": model.feature_map,
+        "C_scale": model.C_scale,
+    }
+    for f in DOPMIDInfo._fields:
+        fields[f"info.{f}"] = getattr(model.info, f)
+    return fields
+
+
+def _from_arrays(fields: dict[str, Any]) -> DOPMIDModel:
+    model = DOPMIDModel(
+        coef=fields["coef"],
+        intercept=fields["intercept"],
+        basis=fields["basis"],
+        kernel=fields["kernel"],
+        C=fields["C"],
+        info=DOPMIDInfo(**{f: fields[f"info.{f}"] for f in DOPMIDInfo._fields}),
+        measure=check_measure(fields["measure"]),
+        feature_map=check_feature_map(fields["feature_map"]),
+        C_scale=check_scale(fields["C_scale"]),
+    )
+    _check_loaded(model)
+    return model
+
+
+def _check_loaded(model: DOPMIDModel) -> None:
+    """Every field as :func:`fit_dopmid` leaves it: one float dtype (``coef``'s); linear
+    (``basis`` and ``kernel`` None, ``coef`` ``(d,)``) or kernel (a jaxrank kernel, ``basis``
+    ``(n, d)`` finite, ``coef`` ``(n,)``); scalars ``intercept``, ``C`` (finite, > 0) and
+    ``info``; status codes of a finished fit, counts ``0 ≤ n_planes ≤ iterations``; numbers
+    finite unless the status is ``NONFINITE``; and, linear, ``½||coef||² ≤ objective``
+    (``objective = ½||w||² + C'·violation`` with ``violation ≥ 0``: a larger ``coef`` was not
+    fitted, e.g. 1e38 whose scores overflow)."""
+    fp = _io.float_problems
+    problems = [
+        f"{f} has shape {np.shape(v)}, expected ()"
+        for f, v in (("intercept", model.intercept), ("C", model.C), *_info_items(model))
+        if np.shape(v) != ()
+    ]
+    if np.ndim(model.coef) != 1 or np.size(model.coef) == 0:
+        problems.append(f"coef has shape {np.shape(model.coef)}, expected (d,) or (n,)")
+    if np.asarray(model.coef).dtype.kind != "f":
+        problems.append(f"coef must be a float array, got dtype {np.asarray(model.coef).dtype}")
+    problems += _io.status_problems(model.info.status)
+    if problems:  # the checks below need one float dtype, the shapes and a status
+        raise ValueError("invalid DOPMIDModel: " + "; ".join(problems) + ".")
+    dt = np.asarray(model.coef).dtype
+    # a fit that ended NONFINITE may hold NaN; any other status promises numbers
+    fine = int(np.asarray(model.info.status)) != Status.NONFINITE
+    problems += fp(model.C, "C", dtype=dt, lo=0.0, open_lo=True)
+    for f in ("iterations", "n_planes"):
+        problems += _io.count_problems(getattr(model.info, f), f"info.{f}")
+    if not problems and int(model.info.n_planes) > int(model.info.iterations):
+        problems.append(
+            f"info.n_planes {int(model.info.n_planes)} exceeds info.iterations "
+            f"{int(model.info.iterations)}"
+        )
+    for f, v in (("coef", model.coef), ("intercept", model.intercept), *_info_items(model)):
+        if f in ("info.iterations", "info.n_planes", "info.status"):
+            continue
+        if fine:
+            problems += fp(v, f, dtype=dt, lo=0.0 if f == "info.objective" else None)
+        elif np.asarray(v).dtype != dt:
+            problems.append(f"{f} must be a {dt} float array, got dtype {np.asarray(v).dtype}")
+    if model.basis is None:
+        if model.kernel is not None:
+            problems.append("a linear model (basis None) has no kernel")
+        elif fine and not problems:
+            half = 0.5 * float(np.sum(np.square(np.asarray(model.coef, np.float64))))
+            bound = float(model.info.objective) * (1 + 1e3 * float(np.finfo(dt).eps))
+            if not half <= bound:
+                problems.append(
+                    f"½||coef||² = {half:.6g} exceeds info.objective = "
+                    f"{float(model.info.objective):.6g}, which a fit bounds it by"
+                )
+    else:
+        problems += fp(model.basis, "basis", dtype=dt)
+        b = np.shape(model.basis)
+        if len(b) != 2 or min(b) < 1 or np.shape(model.coef) != (b[0],):
+            problems.append(f"basis {b} and coef {np.shape(model.coef)} disagree")
+        if not isinstance(model.kernel, _kernels.Gaussian | _kernels.Polynomial | _kernels.Linear):
+            problems.append(f"kernel {type(model.kernel).__name__} is not a jaxrank kernel")
+    if problems:
+        raise ValueError("invalid DOPMIDModel: " + "; ".join(problems) + ".")
+
+
+def _info_items(model: DOPMIDModel):
+    return [(f"info.{f}", getattr(model.info, f)) for f in DOPMIDInfo._fields]
+
+
+_io.register_model("DOPMIDModel", DOPMIDModel, _to_arrays, _from_arrays)

