@@ -94,15 +94,13 @@ def _concrete(value) -> np.ndarray | None:
     resolved values in its dtype (:func:`check_kernel`)."""
     if isinstance(value, bool | np.bool_):
         return np.array(np.nan)  # True is not a bandwidth
-    if isinstance(value, int | float | np.number):
+    # Integers and strings are not judged either: JAX's tree utilities rebuild kernels with
+    # them as leaves (``in_axes=Gaussian(sigma2=0)`` for vmap, parameter names in orbax's
+    # checkpointing). An integer bandwidth still meets the fit's check (check_kernel).
+    if isinstance(value, float | np.floating):
         return np.asarray(value, np.float64)
-    if isinstance(value, np.ndarray):
-        try:
-            return value.astype(np.float64)
-        except (TypeError, ValueError):
-            return np.array(np.nan)
-    if isinstance(value, str | bytes):
-        return np.array(np.nan)
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+        return value.astype(np.float64)
     return None
 
 
@@ -342,6 +340,8 @@ def check_kernel(kernel: Kernel, X, dtype) -> None:
     dt = np.dtype(dtype)
     hint = "pass dtype=np.float64" if dt.itemsize < 8 else ""
     if isinstance(kernel, Gaussian):
+        if isinstance(kernel.sigma2, str | bytes | bool | np.bool_):
+            raise ValueError(f"sigma2 must be a number, got {kernel.sigma2!r}.")
         for v in np.atleast_1d(np.asarray(kernel.sigma2, np.float64)):
             check_in_dtype(v, "sigma2", dt, hint=hint or "rescale X and σ²")
     elif isinstance(kernel, Polynomial):
