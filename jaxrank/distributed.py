@@ -58,6 +58,7 @@ __all__ = [
     "InputMismatchError",
     "ProcessLostError",
     "fit",
+    "gather_rows",
     "global_rows",
     "initialize",
     "is_global",
@@ -189,8 +190,9 @@ def _allgather(a: np.ndarray) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(np.asarray(a), tiled=False))
 
 
-def _allgather_ragged(a: np.ndarray) -> list[np.ndarray]:
-    """Every process's 1-D (or row) array ``a``, whatever its length."""
+def gather_rows(a: np.ndarray) -> list[np.ndarray]:
+    """Every process's array ``a`` (rows of any count; the other axes and the dtype the same
+    everywhere), in process order: a collective over small host arrays (labels, scores)."""
     n = _allgather(np.asarray([a.shape[0]], np.int64))[:, 0]
     pad = np.zeros((int(n.max()), *a.shape[1:]), a.dtype)
     pad[: a.shape[0]] = a
@@ -445,7 +447,7 @@ def _fit_checked(X, pos, lams, scalar, fit_opts, *, basis, kernel, key, n_basis,
     resolved = _kernels.resolve_kernel(kernel, X[:1])  # names and types; σ² below
     if isinstance(resolved, _kernels.Gaussian) and not fixed:
         resolved = _kernels.Gaussian(sigma2=sigma2_heuristic(X))
-    pieces = _allgather_ragged(pos.astype(np.uint8))
+    pieces = gather_rows(pos.astype(np.uint8))
     pos_all = np.concatenate(pieces).astype(bool)
     counts = np.asarray([p.size for p in pieces])
     order, idx, layout = biclass_rows(None, pos_all, basis, key=key, n_basis=n_basis)
