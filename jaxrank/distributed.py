@@ -48,7 +48,7 @@ import numpy as np
 
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import biclass_rows, check_fit_options, fit_rows
-from jaxrank._validation import check_lam, check_X_y
+from jaxrank._validation import check_binary_labels, check_lam, check_X, label_vector
 from jaxrank.model import RankModel
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "initialize",
     "is_global",
     "local_rows",
+    "rare_mask",
     "sigma2_heuristic",
 ]
 
@@ -349,13 +350,26 @@ def _gather(Xnat, idx, sharding):
     return jax.jit(lambda X, i: X[i], out_shardings=sharding)(Xnat, idx)
 
 
+#: Most distinct label values a process reports (more: its own check refuses them).
+_MAX_LABELS = 2
+
+
 def _check_local(X_local, y_local, lam, kernel, basis, options: dict):
     """This process's checked pieces and its summary for :func:`_agree` (errors kept, not
-    raised: every process must reach the exchange)."""
+    raised: every process must reach the exchange). A piece may hold one class only; the two
+    classes are checked over the labels of every process (:func:`_positive_mask`)."""
     summary: dict[str, Any] = {"error": None}
     out = None
     try:
-        X, pos = check_X_y(X_local, y_local)
+        X = check_X(X_local)
+        labels = label_vector(y_local, "y")
+        values = np.unique(labels)
+        if values.size > _MAX_LABELS:
+            check_binary_labels(labels)  # raises the one-process message
+        if X.shape[0] != labels.shape[0]:
+            raise ValueError(
+                f"X and y have different lengths: X has {X.shape[0]} rows, y has {labels.shape[0]}."
+            )
         lams, scalar = check_lam(lam)
         if isinstance(basis, str) and basis in _ROW_BASES:
             raise ValueError(
@@ -363,10 +377,11 @@ def _check_local(X_local, y_local, lam, kernel, basis, options: dict):
                 "processes; use 'rare', 'all', 'random', 'rare_first' or an index array."
             )
         fit_opts = check_fit_options(X, **options)
-        out = (X, pos, lams, scalar, fit_opts)
+        out = (X, labels, lams, scalar, fit_opts)
         summary.update(
             d=int(X.shape[1]),
             x_dtype=str(X.dtype),
+            labels=values.tolist(),
             lams=_fingerprint((lams.tobytes(), scalar)),
             lams_text=repr(lams.tolist()) if lams.size <= 8 else f"{lams.size} values",
             kernel=_fingerprint(kernel),
@@ -375,11 +390,46 @@ def _check_local(X_local, y_local, lam, kernel, basis, options: dict):
             basis_text=repr(basis) if isinstance(basis, str) else "an index array",
             options=_fingerprint(sorted((k, repr(v)) for k, v in fit_opts._asdict().items())),
             options_text=repr(sorted((k, repr(v)) for k, v in fit_opts._asdict().items())),
-            n=int(X.shape[0]),
         )
     except Exception as err:
         summary["error"] = f"{type(err).__name__}: {err}"
     return out, summary
+
+
+def rare_mask(y_local) -> np.ndarray:
+    """This process's rare-class mask from its labels, the labels of every process judged
+    together as one process judges its ``y`` (a piece may hold one class only). A collective.
+
+    Raises:
+      InputMismatchError: on every process, when some process's labels are refused or all
+        labels together are not two-valued with a rare class (the message names the process).
+    """
+    summary: dict[str, Any] = {"error": None}
+    labels = None
+    try:
+        labels = label_vector(y_local, "y")
+        values = np.unique(labels)
+        if values.size > _MAX_LABELS:
+            check_binary_labels(labels)
+        summary["labels"] = values.tolist()
+    except Exception as err:
+        summary["error"] = f"{type(err).__name__}: {err}"
+    summaries = _exchange(summary)
+    for p, s in enumerate(summaries):
+        if s.get("error"):
+            raise InputMismatchError(f"process {p} refused its input: {s['error']}")
+    return _positive_mask(labels, summaries)
+
+
+def _positive_mask(labels: np.ndarray, summaries: list[dict]) -> np.ndarray:
+    """This process's rare-class mask, the labels of every process judged together by the
+    one-process rule (:func:`~jaxrank._validation.check_binary_labels`)."""
+    union = sorted({v for s in summaries for v in s["labels"]}, key=repr)
+    try:
+        positive = check_binary_labels(np.asarray(union))
+    except ValueError as err:
+        raise InputMismatchError(f"the labels of all processes together: {err}") from None
+    return np.isin(labels, np.asarray(union)[positive])
 
 
 def fit(
@@ -436,7 +486,8 @@ def fit(
     checked, summary = _check_local(X_local, y_local, lam, kernel, basis, options)
     summaries = _exchange(summary)
     _agree(summaries)
-    X, pos, lams, scalar, fit_opts = checked
+    X, labels, lams, scalar, fit_opts = checked
+    pos = _positive_mask(labels, summaries)
     with _naming_lost_processes():
         return _fit_checked(X, pos, lams, scalar, fit_opts, basis=basis, kernel=kernel, key=key,
                             n_basis=n_basis, init=init)  # fmt: skip

@@ -26,7 +26,7 @@ import numpy as np
 from jaxrank import distributed as _dist
 from jaxrank import kernels as _kernels
 from jaxrank import metrics
-from jaxrank._validation import check_key, check_lam, check_positive, check_X_y
+from jaxrank._validation import check_key, check_lam, check_positive, check_X
 from jaxrank.select import SelectionResult, best_cell, stratified_folds
 
 __all__ = ["select_lambda"]
@@ -60,7 +60,10 @@ def select_lambda(
       jaxrank.distributed.InputMismatchError: as :func:`jaxrank.distributed.fit` (the first
         cell's fit checks the processes agree before any work).
     """
-    X, pos = check_X_y(X_local, y_local)
+    X = check_X(X_local)
+    pos = _dist.rare_mask(y_local)
+    if X.shape[0] != pos.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows, y has {pos.shape[0]}.")
     grid, _ = check_lam(lams)
     check_key(key)
     if not isinstance(basis, str):

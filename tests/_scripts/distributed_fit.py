@@ -71,7 +71,7 @@ if "global_arrays" in wanted:
 if "search" in wanted:
     from jaxrank import distributed_search, select
 
-    skw = dict(folds=3, key=jax.random.key(2), sigma2_grid=[1.0, 4.0], tol=1e-10)
+    skw = dict(folds=2, key=jax.random.key(2), sigma2_grid=[1.0, 4.0], tol=1e-10)
     got = distributed_search.select_lambda(X[mine], y[mine], lams, **skw)
     if me == 0:
         ref = select.select_lambda(X, y, lams, **skw)
