@@ -58,6 +58,7 @@ __all__ = [
     "InputMismatchError",
     "ProcessLostError",
     "fit",
+    "gather_json",
     "gather_rows",
     "global_rows",
     "initialize",
@@ -201,7 +202,9 @@ def gather_rows(a: np.ndarray) -> list[np.ndarray]:
     return [full[p, : int(n[p])] for p in range(n.size)]
 
 
-def _exchange(summary: dict) -> list[dict]:
+def gather_json(summary: dict) -> list[dict]:
+    """Every process's ``summary`` (a JSON-serialisable dict of at most a few KiB), in process
+    order: a collective."""
     raw = json.dumps(summary, sort_keys=True).encode()
     if len(raw) > _SUMMARY_BYTES:  # a long error message: keep its start
         summary = dict(summary, error=str(summary.get("error"))[:1000])
@@ -414,7 +417,7 @@ def rare_mask(y_local) -> np.ndarray:
         summary["labels"] = values.tolist()
     except Exception as err:
         summary["error"] = f"{type(err).__name__}: {err}"
-    summaries = _exchange(summary)
+    summaries = gather_json(summary)
     for p, s in enumerate(summaries):
         if s.get("error"):
             raise InputMismatchError(f"process {p} refused its input: {s['error']}")
@@ -484,7 +487,7 @@ def fit(
                    precondition=precondition, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
                    memory_budget=memory_budget, max_kernel_bytes=max_kernel_bytes)  # fmt: skip
     checked, summary = _check_local(X_local, y_local, lam, kernel, basis, options)
-    summaries = _exchange(summary)
+    summaries = gather_json(summary)
     _agree(summaries)
     X, labels, lams, scalar, fit_opts = checked
     pos = _positive_mask(labels, summaries)
