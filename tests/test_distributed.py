@@ -129,3 +129,34 @@ def test_killed_process_stops_the_others(tmp_path):
         )
         assert named, err[-3000:]
     assert not (tmp_path / "model.npz").exists()
+
+
+@pytest.mark.slow
+def test_cli_fit_reads_one_shard_per_process(tmp_path):
+    import jaxrank
+    from jaxrank._cli_modelfile import load_model_file
+
+    X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=4)
+    head = ",".join([f"f{i}" for i in range(X.shape[1])] + ["y"])
+
+    def write(path, rows):
+        lines = [",".join([*map(repr, map(float, X[r])), str(int(y[r]))]) for r in rows]
+        path.write_text("\n".join([head, *lines]) + "\n")
+
+    write(tmp_path / "all.csv", range(300))
+    for i, (a, b) in enumerate([(0, 80), (80, 200), (200, 300)]):
+        write(tmp_path / f"part-{i}.csv", range(a, b))
+    opts = ["--target", "y", "--lam", "0.01", "--dtype", "float64", "-q"]
+    proc = _launch(2, "-m", "jaxrank", "fit", tmp_path / "part-*.csv", *opts,
+                   "-o", tmp_path / "m2.npz", timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one = subprocess.run(
+        [sys.executable, "-m", "jaxrank", "fit", tmp_path / "all.csv", *opts, "-o",
+         tmp_path / "m1.npz"], capture_output=True, text=True, env=_env(), timeout=600,
+    )  # fmt: skip
+    assert one.returncode == 0, one.stderr[-3000:]
+    a, b = load_model_file(tmp_path / "m1.npz"), load_model_file(tmp_path / "m2.npz")
+    np.testing.assert_allclose(b.mean, a.mean, rtol=1e-13)
+    np.testing.assert_allclose(b.scale, a.scale, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(b.model.coef), np.asarray(a.model.coef), atol=1e-8)
+    assert (b.positive_label, b.classes) == (a.positive_label, a.classes)
