@@ -68,10 +68,11 @@ def worker(args) -> dict:
     cuts = np.linspace(0, args.m, P + 1).astype(int)
     Xm, ym = X[cuts[me] : cuts[me + 1]].copy(), y[cuts[me] : cuts[me + 1]].copy()
     del X, y
+    kw = dict(tol=args.tol, max_kernel_bytes=1 if args.streamed else None)
     if P > 1:
-        fit = lambda: jaxrank.distributed.fit(Xm, ym, args.lam, tol=args.tol)
+        fit = lambda: jaxrank.distributed.fit(Xm, ym, args.lam, **kw)
     else:
-        fit = lambda: jaxrank.fit(Xm, ym, args.lam, tol=args.tol)
+        fit = lambda: jaxrank.fit(Xm, ym, args.lam, **kw)
     rss0 = C.peak_rss_bytes()
     t0 = time.perf_counter()
     model = fit()
@@ -116,6 +117,7 @@ def run_job(m: int, P: int, args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         flags = [f"--{k.replace('_', '-')}={getattr(args, k)}"
                  for k in ("rho", "d", "lam", "tol", "hlo_max", "warm_max")]  # fmt: skip
+        flags += ["--streamed"] if args.streamed else []
         flags += [f"--m={m}", f"--processes={P}", f"--worker={tmp}"] + (
             ["--hlo"] if args.hlo else []
         )
@@ -157,7 +159,9 @@ def summarise(m: int, rows_by_p: dict[int, list[dict]], args) -> list[dict]:
             "iterations": r0["iterations"],
             "cg_iterations": r0["cg_iterations"],
             "status": r0["status"],
+            "streamed": bool(args.streamed),
         }
+        row["seconds_per_pass"] = _per_pass(row)
         coll = r0.get("collectives")
         if coll:
             row["collectives"] = coll
@@ -172,16 +176,27 @@ def summarise(m: int, rows_by_p: dict[int, list[dict]], args) -> list[dict]:
     return out
 
 
+def _per_pass(r: dict) -> float:
+    # a pass over the block: one product (K v or g @ K); a Newton step makes two, so does each
+    # CG step
+    t = r["second_s"] if r["second_s"] is not None else r["first_s"]
+    return t / (2 * (1 + r["iterations"] + r["cg_iterations"]))
+
+
 def markdown(result: dict) -> str:
     s = result["settings"]
-    head = ("m | P | |R| | fit, 1st (s) | fit, 2nd (s) | peak RSS / process | vs 1 process | "
-            "objective rel. diff | Newton / CG | collectives / Newton step")  # fmt: skip
+    head = (
+        "m | block | P | |R| | fit, 1st (s) | fit, 2nd (s) | s / pass | peak RSS / process "
+        "| vs 1 process | objective rel. diff | Newton / CG | collectives / Newton step"
+    )
     rows = []
     for r in result["rows"]:
         coll = r.get("collective_bytes_per_newton")
         rows.append([
-            f"{r['m']:,}", r["processes"], r["n_basis"], f"{r['first_s']:.1f}",
+            f"{r['m']:,}", "streamed" if r.get("streamed") else "stored", r["processes"],
+            r["n_basis"], f"{r['first_s']:.1f}",
             "—" if r["second_s"] is None else f"{r['second_s']:.1f}",
+            f"{_per_pass(r):.2f}",
             C.fmt_bytes(r["peak_rss_max"]), f"{r['rss_ratio']:.2f}",
             f"{r['objective_rel_diff']:.1e}", f"{r['iterations']} / {r['cg_iterations']}",
             "—" if coll is None else C.fmt_bytes(coll),
@@ -212,6 +227,10 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, default=1e-8)
     ap.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--hlo", action="store_true", help="record the solver's collectives")
+    ap.add_argument("--streamed", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--streamed-sizes", type=int, nargs="*", default=[],
+                    help="sizes fitted with the block streamed (max_kernel_bytes=1)")  # fmt: skip
+    ap.add_argument("--append", default=None, help="add the rows to this earlier JSON")
     ap.add_argument("--hlo-max", type=int, default=200_000, help="largest m whose HLO is read")
     ap.add_argument("--warm-max", type=int, default=200_000, help="largest m fitted twice")
     ap.add_argument("--quick", action="store_true", help="m = 20000, P = 1, 2")
@@ -230,15 +249,25 @@ def main(argv=None) -> int:
     if args.quick:
         args.sizes, args.processes = [20_000], [1, 2]
     args.hlo = True
-    rows = []
-    for m in args.sizes:
+    rows = json.loads(Path(args.append).read_text())["rows"] if args.append else []
+    runs = [(m, False) for m in args.sizes] + [(m, True) for m in args.streamed_sizes]
+    for m, streamed in runs:
+        args.streamed = streamed
         by_p = {P: run_job(m, P, args) for P in sorted(set([1, *args.processes]))}
         rows += summarise(m, by_p, args)
         for r in rows[-len(by_p) :]:
-            print({k: r[k] for k in ("m", "processes", "first_s", "second_s", "peak_rss_max",
-                                     "rss_ratio", "objective_rel_diff")}, flush=True)  # fmt: skip
-    keys = ("sizes", "rho", "d", "lam", "tol", "processes", "warm_max", "hlo_max")
+            print({k: r[k] for k in ("m", "processes", "streamed", "first_s", "second_s",
+                                     "peak_rss_max", "rss_ratio", "objective_rel_diff")},
+                  flush=True)  # fmt: skip
+    keys = ("sizes", "streamed_sizes", "rho", "d", "lam", "tol", "processes", "warm_max",
+            "hlo_max")  # fmt: skip
     settings = {k: getattr(args, k) for k in keys}
+    if args.append:
+        old = json.loads(Path(args.append).read_text())["settings"]
+        settings["sizes"] = sorted(set(old.get("sizes", [])) | set(args.sizes))
+        settings["streamed_sizes"] = sorted(
+            set(old.get("streamed_sizes", [])) | set(args.streamed_sizes)
+        )
     settings["quick"] = bool(args.quick)
     result = {"bench": "multiprocess", "settings": settings, "env": C.env_info(), "rows": rows}
     out = C.write_json(args.out or C.out_path("multiprocess", args.quick), result)

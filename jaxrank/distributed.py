@@ -36,6 +36,7 @@ command line writes its model file after the fit returns, from process 0 only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -215,6 +216,13 @@ def gather_json(summary: dict) -> list[dict]:
     return [json.loads(bytes(r).rstrip(b"\0").decode()) for r in rows]
 
 
+def _key_values(key) -> list:
+    # typed keys (jax.random.key) and raw uint32 keys (jax.random.PRNGKey) alike
+    if jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return np.asarray(key).tolist()
+
+
 def _fingerprint(value) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
@@ -349,15 +357,17 @@ def _replicated(mesh):
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
+@functools.partial(jax.jit, static_argnums=2)
 def _gather(Xnat, idx, sharding):
-    return jax.jit(lambda X, i: X[i], out_shardings=sharding)(Xnat, idx)
+    # one program per shape and sharding: rows of the global array, laid out by `sharding`
+    return jax.lax.with_sharding_constraint(Xnat[idx], sharding)
 
 
 #: Most distinct label values a process reports (more: its own check refuses them).
 _MAX_LABELS = 2
 
 
-def _check_local(X_local, y_local, lam, kernel, basis, options: dict):
+def _check_local(X_local, y_local, lam, kernel, basis, options: dict, key=None, n_basis=None):
     """This process's checked pieces and its summary for :func:`_agree` (errors kept, not
     raised: every process must reach the exchange). A piece may hold one class only; the two
     classes are checked over the labels of every process (:func:`_positive_mask`)."""
@@ -389,8 +399,15 @@ def _check_local(X_local, y_local, lam, kernel, basis, options: dict):
             lams_text=repr(lams.tolist()) if lams.size <= 8 else f"{lams.size} values",
             kernel=_fingerprint(kernel),
             kernel_text=repr(kernel),
-            basis=_fingerprint(np.asarray(basis).tolist() if not isinstance(basis, str) else basis),
-            basis_text=repr(basis) if isinstance(basis, str) else "an index array",
+            basis=_fingerprint(
+                (
+                    np.asarray(basis).tolist() if not isinstance(basis, str) else basis,
+                    None if key is None else _key_values(key),
+                    n_basis,
+                )
+            ),
+            basis_text=(repr(basis) if isinstance(basis, str) else "an index array")
+            + f" (n_basis={n_basis}, key {'given' if key is not None else 'none'})",
             options=_fingerprint(sorted((k, repr(v)) for k, v in fit_opts._asdict().items())),
             options_text=repr(sorted((k, repr(v)) for k, v in fit_opts._asdict().items())),
         )
@@ -486,7 +503,9 @@ def fit(
     options = dict(loss=loss, eps=eps, tol=tol, path=path, chains=chains,
                    precondition=precondition, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
                    memory_budget=memory_budget, max_kernel_bytes=max_kernel_bytes)  # fmt: skip
-    checked, summary = _check_local(X_local, y_local, lam, kernel, basis, options)
+    checked, summary = _check_local(
+        X_local, y_local, lam, kernel, basis, options, key=key, n_basis=n_basis
+    )
     summaries = gather_json(summary)
     _agree(summaries)
     X, labels, lams, scalar, fit_opts = checked
