@@ -162,18 +162,23 @@ def summarise(m: int, rows_by_p: dict[int, list[dict]], args) -> list[dict]:
             "streamed": bool(args.streamed),
         }
         row["seconds_per_pass"] = _per_pass(row)
-        coll = r0.get("collectives")
-        if coll:
-            row["collectives"] = coll
-            # one product pair (K v, then g @ K): the scores gathered (the largest all-gather)
-            # and the gradient summed (the largest all-reduce)
-            per_pair = sum(max((c["bytes"] for c in coll if c["kind"] == kind), default=0)
-                           for kind in ("all-gather", "all-reduce"))  # fmt: skip
-            steps = 1 + r0["cg_iterations"] / max(r0["iterations"], 1)
-            row["collective_bytes_per_pair"] = per_pair
-            row["collective_bytes_per_newton"] = per_pair * steps
+        if r0.get("collectives"):
+            row["collectives"] = r0["collectives"]
+            row["collective_bytes_per_newton"] = _per_newton(row)
         out.append(row)
     return out
+
+
+def _per_newton(r: dict) -> float | None:
+    """Bytes the collectives move per Newton step: one product pair (``K v`` then ``g @ K``)
+    gathers the scores (the solver's largest all-gather) and sums the gradient (its largest
+    all-reduce); a Newton step makes one pair plus one per CG step."""
+    coll = r.get("collectives")
+    if not coll:
+        return None
+    per_pair = sum(max((c["bytes"] for c in coll if c["kind"] == kind), default=0)
+                   for kind in ("all-gather", "all-reduce"))  # fmt: skip
+    return per_pair * (1 + r["cg_iterations"] / max(r["iterations"], 1))
 
 
 def _per_pass(r: dict) -> float:
@@ -191,7 +196,7 @@ def markdown(result: dict) -> str:
     )
     rows = []
     for r in result["rows"]:
-        coll = r.get("collective_bytes_per_newton")
+        coll = _per_newton(r)
         rows.append([
             f"{r['m']:,}", "streamed" if r.get("streamed") else "stored", r["processes"],
             r["n_basis"], f"{r['first_s']:.1f}",
