@@ -195,7 +195,13 @@ def _allgather(a: np.ndarray) -> np.ndarray:
 
 def gather_rows(a: np.ndarray) -> list[np.ndarray]:
     """Every process's array ``a`` (rows of any count; the other axes and the dtype the same
-    everywhere), in process order: a collective over small host arrays (labels, scores)."""
+    everywhere), in process order: a collective over small host arrays (labels, scores).
+
+    Example (one process):
+      >>> import numpy as np
+      >>> [a.tolist() for a in gather_rows(np.arange(3))]
+      [[0, 1, 2]]
+    """
     n = _allgather(np.asarray([a.shape[0]], np.int64))[:, 0]
     pad = np.zeros((int(n.max()), *a.shape[1:]), a.dtype)
     pad[: a.shape[0]] = a
@@ -261,6 +267,10 @@ def sigma2_heuristic(X_local) -> float:
     row count ``n_p``, mean ``μ_p`` and centred sum of squares ``M_p`` (float64):
     ``σ² = 2/m · (Σ_p M_p + Σ_p n_p ||μ_p − μ||²)``, ``μ = Σ_p n_p μ_p / m``. A collective:
     every process must call it.
+
+    Example (one process: the one-process heuristic):
+      >>> sigma2_heuristic([[0.0], [2.0]])  # pairs: 0, 4, 4, 0 -> mean 2
+      2.0
     """
     X = np.asarray(X_local, np.float64)
     n = X.shape[0]
@@ -499,6 +509,12 @@ def fit(
         dist.initialize()
         X, y = my_rows(jax.process_index())      # this process's rows
         model = dist.fit(X, y, [1e-1, 1e-3])     # the same model on every process
+
+    In one process it is :func:`jaxrank.fit` on a one-device mesh:
+      >>> import jaxrank, jaxrank.distributed as dist
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> dist.fit(X, y, 1e-2).coef.shape
+      (30,)
     """
     options = dict(loss=loss, eps=eps, tol=tol, path=path, chains=chains,
                    precondition=precondition, max_iter=max_iter, max_cg=max_cg, dtype=dtype,

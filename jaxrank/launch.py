@@ -27,7 +27,12 @@ __all__ = ["free_port", "launch", "main"]
 
 
 def free_port() -> int:
-    """A TCP port free on this machine now (for the coordinator)."""
+    """A TCP port free on this machine now (for the coordinator).
+
+    Example:
+      >>> 0 < free_port() < 2**16
+      True
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
