@@ -458,7 +458,10 @@ def _positive_mask(labels: np.ndarray, summaries: list[dict]) -> np.ndarray:
     try:
         positive = check_binary_labels(np.asarray(union))
     except ValueError as err:
-        raise InputMismatchError(f"the labels of all processes together: {err}") from None
+        each = "; ".join(f"process {p}: {s['labels']}" for p, s in enumerate(summaries))
+        raise InputMismatchError(
+            f"the labels of all processes together are refused ({each}): {err}"
+        ) from None
     return np.isin(labels, np.asarray(union)[positive])
 
 
