@@ -35,7 +35,7 @@ def _launch(n, *args, timeout=900):
     )  # fmt: skip
 
 
-CASES = {2: "rare_batch,streamed,random,global_arrays,search", 4: "rare_batch,streamed"}
+CASES = {2: "rare_batch,streamed,random,float32,global_arrays,search", 4: "rare_batch,streamed"}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -51,17 +51,18 @@ def _rel(got, ref):
     return float(np.max(np.abs(got - ref) / np.abs(ref)))
 
 
-@pytest.mark.parametrize("case", ["rare_batch", "streamed", "random", "global_arrays"])
+@pytest.mark.parametrize("case", ["rare_batch", "streamed", "random", "float32", "global_arrays"])
 def test_multiprocess_fit_equals_one_process(result, case):
     P, res = result
     if case not in res:
         pytest.skip(f"{case} runs at P = 2 only")
     r = res[case]
-    assert _rel(r["got"], r["ref"]) < 1e-10, (P, r)
+    # float64 to 1e-10; float32 to its rounding (sums over processes in another order)
+    assert _rel(r["got"], r["ref"]) < (1e-5 if case == "float32" else 1e-10), (P, r)
     if "sigma2" in r:  # the σ² heuristic from per-process moments
         assert r["sigma2"][0] == pytest.approx(r["sigma2"][1], rel=1e-13)
         assert r["status"] == [0] * len(r["status"])
-        assert r["coef_diff"] < 1e-6
+        assert r["coef_diff"] < (1e-2 if case == "float32" else 1e-6)
 
 
 def test_multiprocess_search_equals_one_process(result):
