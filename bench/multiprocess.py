@@ -64,9 +64,12 @@ def worker(args) -> dict:
     from jaxrank import _fitting
 
     P, me = jax.process_count(), jax.process_index()
-    X, y = jaxrank.datasets.make_rare_class(args.m, args.rho, 0.75, d=args.d, seed=0)
+    # this process's rows, read from the data file the parent wrote (a memory map: the other
+    # processes' rows are never read), as each host would read its own shard
+    X = np.load(Path(args.worker, "X.npy"), mmap_mode="r")
+    y = np.load(Path(args.worker, "y.npy"), mmap_mode="r")
     cuts = np.linspace(0, args.m, P + 1).astype(int)
-    Xm, ym = X[cuts[me] : cuts[me + 1]].copy(), y[cuts[me] : cuts[me + 1]].copy()
+    Xm, ym = np.array(X[cuts[me] : cuts[me + 1]]), np.array(y[cuts[me] : cuts[me + 1]])
     del X, y
     kw = dict(tol=args.tol, max_kernel_bytes=1 if args.streamed else None)
     if P > 1:
@@ -115,6 +118,12 @@ def worker(args) -> dict:
 def run_job(m: int, P: int, args) -> list[dict]:
     """Run one job (P processes) and return every process's row."""
     with tempfile.TemporaryDirectory() as tmp:
+        import jaxrank
+
+        X, y = jaxrank.datasets.make_rare_class(m, args.rho, 0.75, d=args.d, seed=0)
+        np.save(Path(tmp, "X.npy"), np.asarray(X, np.float64))
+        np.save(Path(tmp, "y.npy"), np.asarray(y))
+        del X, y
         flags = [f"--{k.replace('_', '-')}={getattr(args, k)}"
                  for k in ("rho", "d", "lam", "tol", "hlo_max", "warm_max")]  # fmt: skip
         flags += ["--streamed"] if args.streamed else []
@@ -133,6 +142,7 @@ def run_job(m: int, P: int, args) -> list[dict]:
         if proc.returncode != 0:
             raise RuntimeError(f"m={m}, P={P} failed:\n{proc.stderr[-3000:]}")
         rows = [json.loads(p.read_text()) for p in sorted(Path(tmp).glob("p*.json"))]
+        rows.sort(key=lambda r: r["process"])
     for r in rows:
         r["job_wall_s"] = wall
     return rows
