@@ -78,7 +78,10 @@ if "search" in wanted:
         res["search"] = {
             "got": got.cv_auc.ravel().tolist(),
             "ref": ref.cv_auc.ravel().tolist(),
-            "pick": [np.atleast_1d(got.best_index).tolist(), np.atleast_1d(ref.best_index).tolist()],
+            "pick": [
+                np.atleast_1d(got.best_index).tolist(),
+                np.atleast_1d(ref.best_index).tolist(),
+            ],
             "refit": [float(got.model.info.objective), float(ref.model.info.objective)],
             "fold_equal": bool(np.array_equal(got.fold, ref.fold)),
         }
