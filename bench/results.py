@@ -112,6 +112,12 @@ The single-λ fit, the 16-λ grid and the Hessian-vector product against streami
 at m = 10⁵-10⁶ on the one GPU a session was lent (issue 6 item 4).
 $ python bench/gpu.py --out bench/results/gpu.json
 
+multiprocess | Multi-process fits on jax.distributed
+RankRC by one process and by 2 and 4 local processes of one jax.distributed job (gloo): fit time,
+peak RSS per process, bytes the collectives move per Newton step, the objective against one
+process (issue 30).
+$ python bench/multiprocess.py --sizes 200000 400000 --save
+
 latency | Latency: first calls, new shapes, fresh processes
 The 16-λ fit and select_lambda at m = 1000-5000 as a new user meets them: first call, new data
 sizes, a second process with the persistent compilation cache, the demo and the import, compile and

@@ -29,7 +29,13 @@ from pathlib import Path
 
 #: Public modules outside ``jaxrank.__all__``: the scikit-learn estimators (imported on first
 #: use, they need scikit-learn) and the command line.
-EXTRA_MODULES = ("jaxrank.sklearn", "jaxrank.cli")
+EXTRA_MODULES = (
+    "jaxrank.sklearn",
+    "jaxrank.cli",
+    "jaxrank.distributed",
+    "jaxrank.distributed_search",
+    "jaxrank.launch",
+)
 
 OUT = "api"  # the generated pages: docs/api/ (not tracked, rebuilt every time)
 

@@ -473,6 +473,7 @@ def fit_biclass(
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
     path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,
+    process_rows=None,
 ) -> RankModel:  # fmt: skip
     """The engine behind every fit: kernel block over the reordered rows, solve, model.
 
@@ -496,6 +497,10 @@ def fit_rows(
         validated. Floors from :func:`jaxrank._buckets.at_least` apply.
       mesh: ``(mesh, axis)`` from :func:`~jaxrank.kernels.row_mesh`: build the block split by
         rows over the devices of ``mesh[axis]`` (data-parallel fit); ``None``: one device.
+      process_rows: rows held by several processes (:mod:`jaxrank.distributed`): ``X`` is then
+        only read for its shape and ``process_rows(kernel, dtype, order, slots, idx, m_rows,
+        nb_pad, block, streamed)`` gives the block (rows ``order`` at ``slots``; stored or
+        streamed, split over ``mesh``) and the basis rows.
     """
     # a long session compiles a program per new bucket: keep the process's mappings bounded
     _cache.bound_compiled_programs()
@@ -524,7 +529,7 @@ def fit_rows(
     limit = check_max_kernel_bytes(max_kernel_bytes, memory_budget)
     n_dev = 1 if mesh is None else mesh[0].shape[mesh[1]]
     streamed = block_bytes / n_dev > limit
-    if streamed and mesh is not None:
+    if streamed and mesh is not None and process_rows is None:
         raise ValueError(
             "a kernel block split over devices must fit their memory: the block per device "
             f"({block_bytes / n_dev / 2**30:.2f} GiB) exceeds max_kernel_bytes."
@@ -547,25 +552,31 @@ def fit_rows(
     # [real rows; padding], built on the host (no per-size device programs). Padding rows are
     # copies of a real row, not zeros: the Gaussian kernel centres on the mean basis row, which
     # zero rows would pull away from data far from the origin (cancellation at X + 1e8).
-    Xn = np.asarray(X, dt)
     order = np.asarray(order)
     slots = np.concatenate(
         [s0 + np.arange(c, dtype=np.int64) for s0, c in zip(starts, counts, strict=True)]
     )
-    Xo = np.empty((m_rows if mesh is not None else rows * n_chunks, d), dt)
-    Xo[:] = Xn[order[0]]
-    Xo[slots] = Xn[order]
-    Bn = Xn[idx]
-    Bp = np.empty((nb_pad, d), dt)
-    Bp[:] = Bn[0]
-    Bp[:nb] = Bn
-    if streamed:
-        K = _kernels.streamed_block(kernel, Xo, Bp, multiple=block, n_basis=nb)
-    elif mesh is not None:
-        K = _kernels.sharded_block(kernel, Xo, Bp, *mesh, multiple=block, n_basis=nb)
+    if process_rows is not None:  # rows spread over processes: the block split over them
+        K, Bn = process_rows(kernel, dt, order, slots, idx, m_rows, nb_pad, block, streamed)
+        Bp = np.empty((nb_pad, d), dt)
+        Bp[:] = Bn[0]
+        Bp[:nb] = Bn
     else:
-        K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
-    del Xo
+        Xn = np.asarray(X, dt)
+        Xo = np.empty((m_rows if mesh is not None else rows * n_chunks, d), dt)
+        Xo[:] = Xn[order[0]]
+        Xo[slots] = Xn[order]
+        Bn = Xn[idx]
+        Bp = np.empty((nb_pad, d), dt)
+        Bp[:] = Bn[0]
+        Bp[:nb] = Bn
+        if streamed:
+            K = _kernels.streamed_block(kernel, Xo, Bp, multiple=block, n_basis=nb)
+        elif mesh is not None:
+            K = _kernels.sharded_block(kernel, Xo, Bp, *mesh, multiple=block, n_basis=nb)
+        else:
+            K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
+        del Xo
     L = lams.size
     chains = 1 if path == "batch" else min(int(chains), L)
     # λ count bucket: only where compilation dominates (a large block runs its exact grid; its

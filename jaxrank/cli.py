@@ -70,6 +70,7 @@ from jaxrank._cli_common import (
     same_file,
     seed_int,
 )
+from jaxrank._cli_distributed import cmd_fit_distributed, wants_distributed
 from jaxrank._cli_fit import cmd_fit
 from jaxrank._cli_modelfile import MODEL_FORMAT as MODEL_FORMAT
 from jaxrank._cli_modelfile import MODEL_VERSION as MODEL_VERSION
@@ -390,7 +391,14 @@ def _parser() -> argparse.ArgumentParser:
     p_fit.add_argument(
         "--no-standardize", action="store_true", help="take the features as they are"
     )
-    p_fit.set_defaults(func=cmd_fit)
+    p_fit.add_argument(
+        "--distributed", action="store_true",
+        help="one process of a jax.distributed job (set by python -m jaxrank.launch): DATA is "
+        "a list or glob of shards, one run of them per process (docs/multiprocess.md)",
+    )  # fmt: skip
+    p_fit.set_defaults(
+        func=lambda args: (cmd_fit_distributed if wants_distributed(args) else cmd_fit)(args)
+    )
 
     p_pred = sub.add_parser(
         "predict", parents=[debug, data], help="score a data file with a saved model",

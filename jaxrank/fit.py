@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from jaxrank import distributed as _distributed
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import (
     DUAL_MIN_COLUMNS,
@@ -147,6 +148,11 @@ def fit(
       init: optional starting coefficients ``(|R|,)`` or ``(L, |R|)``; with ``path="warm"``
         only the first step's λ start there, later ones from the previous solutions.
 
+    ``X`` and ``y`` may be global arrays split by rows over several processes
+    (``jax.distributed``; :func:`jaxrank.distributed.global_rows`): the fit is then
+    :func:`jaxrank.distributed.fit`, every process returning the same model
+    (``docs/multiprocess.md``).
+
     Returns:
       A :class:`RankModel`; ``model.info`` holds objective (in the normalisation above),
       gradient norm, Newton and CG iterations and status per λ.
@@ -165,6 +171,15 @@ def fit(
       >>> model.decision_function(X).shape
       (2, 300)
     """
+    if _distributed.is_global(X):  # rows spread over processes (jaxrank.distributed)
+        if penalty != "l2" or p is not None:
+            raise ValueError("a multi-process fit supports penalty='l2' without the p-norm push.")
+        return _distributed.fit_global(
+            X, y, lam, basis=basis, loss=loss or "smoothed_hinge", eps=eps, kernel=kernel,
+            key=key, n_basis=n_basis, tol=tol, max_iter=max_iter, max_cg=max_cg, path=path,
+            chains=chains, precondition=precondition, dtype=dtype, memory_budget=memory_budget,
+            init=init, max_kernel_bytes=max_kernel_bytes,
+        )  # fmt: skip
     # the options each fitter shares with fit, in groups: every fitter's, the Newton solver's
     # (not fit_l1's: FISTA), and the biclass fitters' (not fit_greedy's: a grown basis)
     common = dict(kernel=kernel, eps=eps, tol=tol, dtype=dtype, memory_budget=memory_budget)

@@ -240,8 +240,22 @@ def _jit_rmatmul(G, K):
     return _kernels.rmatmul(G, K)
 
 
+#: Rows of ``K`` gathered at a time by :func:`moment_gram`'s second moments.
+_GRAM_ROWS = 1024
+
+
 @jax.jit
 def _weighted_gram(K, rows, w):
-    # Σ_t w_t k_t k_tᵀ over the rows ``rows`` of K
-    Ks = _kernels.take_rows(K, rows)
-    return _mm((Ks * w[:, None]).T, Ks)
+    # Σ_t w_t k_t k_tᵀ over the rows ``rows`` of K, _GRAM_ROWS rows at a time, so the gathered
+    # rows never exist at once (16384 rows of a 2000-column float64 block are 262 MB, and a
+    # block split over processes would hold them on every process)
+    c = min(rows.shape[0], _GRAM_ROWS)
+    pad = -rows.shape[0] % c
+    rows, w = jnp.pad(rows, (0, pad)), jnp.pad(w, (0, pad))  # weight 0: no contribution
+
+    def step(acc, part):
+        Ks = _kernels.take_rows(K, part[0])
+        return acc + _mm((Ks * part[1][:, None]).T, Ks), None
+
+    init = jnp.zeros((K.shape[1], K.shape[1]), K.dtype)
+    return jax.lax.scan(step, init, (rows.reshape(-1, c), w.reshape(-1, c)))[0]

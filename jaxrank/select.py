@@ -203,7 +203,7 @@ def _held_out_auc(model: RankModel, X_test: np.ndarray, pos_test: np.ndarray) ->
     return np.asarray(auc, dtype=np.float64)
 
 
-def _best(mean: np.ndarray, lams: np.ndarray, sigma2s: np.ndarray | None):
+def best_cell(mean: np.ndarray, lams: np.ndarray, sigma2s: np.ndarray | None):
     """Index of the largest mean AUC; ties to the larger λ, then to the larger σ²."""
     s2 = np.ones(1) if sigma2s is None else sigma2s
     table = mean.reshape(s2.size, lams.size)
@@ -300,7 +300,7 @@ def select_lambda(
                             **fit_kwargs)  # fmt: skip
                 cv[s, f] = _held_out_auc(model, X[~train], pos[~train])
         mean = cv.mean(axis=1)
-        s_best, l_best = _best(mean, grid, sigma2s)
+        s_best, l_best = best_cell(mean, grid, sigma2s)
         model = None
         if refit:
             model = fit(X, pos, float(grid[l_best]), basis=basis, key=keys[k],

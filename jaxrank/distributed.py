@@ -1,0 +1,602 @@
+"""Fits on JAX's multi-process runtime: rows spread over processes, one model on every process.
+
+Every process runs the same program (JAX's multi-controller model). Each holds its own rows;
+``jax.distributed`` connects the processes, a 1-D mesh ``"rows"`` spans every process's devices
+(``jax.devices()``), and the kernel block ``K_{·R}`` is built split by rows over that mesh, each
+process computing only its part. The solver then runs unchanged inside ``jit`` on the global
+arrays: products stay local and the compiler inserts the collectives (scores gathered for the
+sort, ``g @ K`` summed), as on the devices of one process (``docs/multiprocess.md``).
+
+What the one-process fit reads from all rows on the host comes from per-process pieces plus
+collectives (``process_allgather`` of small summaries):
+
+- validation: each process checks its own rows; every process then sees every process's verdict
+  and a fingerprint of its options (feature count, dtypes, λ grid, kernel, basis, solver options),
+  and a mismatch is refused before any work, naming the process that differs;
+- the σ² heuristic (seed 000, Sec. 6) from per-process counts, means and centred sums of squares
+  (Chan et al.'s pairwise update, exact to rounding);
+- the labels: one byte per row gathered, so the basis choice (``"rare"``, ``"all"``,
+  ``"random"``, ``"rare_first"`` or an index array into the rows in process order) and the fold
+  split of a search are the one-process ones;
+- the rows in the solver's layout [positives; negatives; padding] and the basis rows: one
+  ``jit`` gather over the global array of every process's rows, whose output is split by rows
+  again (the global ``X`` is ``m·d`` numbers, small next to the ``m·|R|`` block);
+- the spectral preconditioner's moments: products with the split block (summed by the compiler).
+
+Results equal the one-process fit on the rows of every process concatenated in process order
+(tests: ``tests/test_distributed.py``, 2 and 4 local processes, 1e-10 in float64).
+
+Faults: :func:`initialize` sets the runtime's heartbeat timeout (default 10 s). A process that
+dies makes the collectives of the others fail; they stop with :class:`ProcessLostError` naming
+the lost process (``get_live_nodes`` of the coordination service), or, if the runtime notices
+first, the runtime ends them with its own message naming the task. Nothing is written: the
+command line writes its model file after the fit returns, from process 0 only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import threading
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrank import kernels as _kernels
+from jaxrank._fitting import biclass_rows, check_fit_options, fit_rows
+from jaxrank._validation import check_binary_labels, check_lam, check_X, label_vector
+from jaxrank.model import RankModel
+
+__all__ = [
+    "AXIS",
+    "ENV_NUM_PROCESSES",
+    "ENV_PROCESS_ID",
+    "InputMismatchError",
+    "ProcessLostError",
+    "fit",
+    "gather_json",
+    "gather_rows",
+    "global_rows",
+    "initialize",
+    "is_global",
+    "local_rows",
+    "rare_mask",
+    "sigma2_heuristic",
+]
+
+#: The mesh axis the rows are split over.
+AXIS = "rows"
+#: Environment variables :func:`initialize` reads (set by ``python -m jaxrank.launch``), next to
+#: ``JAX_COORDINATOR_ADDRESS``, which ``jax.distributed.initialize`` reads itself.
+ENV_NUM_PROCESSES = "JAXRANK_NUM_PROCESSES"
+ENV_PROCESS_ID = "JAXRANK_PROCESS_ID"
+
+#: Bytes of each process's summary exchanged before a fit (JSON, zero-padded).
+_SUMMARY_BYTES = 4096
+
+
+class InputMismatchError(ValueError):
+    """The processes of a multi-process fit were given inputs that do not fit together."""
+
+
+class ProcessLostError(RuntimeError):
+    """A process of a multi-process fit died or stopped answering during the fit."""
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    heartbeat_timeout_seconds: int = 10,
+    shutdown_timeout_seconds: int = 300,
+    initialization_timeout: int = 120,
+    **kwargs: Any,
+) -> None:
+    """``jax.distributed.initialize`` with CPU collectives over gloo and short fault timeouts.
+
+    Arguments left ``None`` come from the launcher's environment (``JAX_COORDINATOR_ADDRESS``,
+    ``JAXRANK_NUM_PROCESSES``, ``JAXRANK_PROCESS_ID``: ``python -m jaxrank.launch``) or, when
+    those are unset too, from the cluster JAX detects (SLURM, Open MPI, Kubernetes, Cloud TPU).
+    Call it first, before any other JAX call.
+
+    Args:
+      coordinator_address: ``host:port`` of process 0's coordination service.
+      num_processes, process_id: this job's size and this process's rank.
+      heartbeat_timeout_seconds: how long a silent process counts as alive (JAX's default is
+        100 s; a lost process is named within about this time).
+      shutdown_timeout_seconds, initialization_timeout: as in ``jax.distributed.initialize``.
+      **kwargs: passed on (``local_device_ids``, ``cluster_detection_method``, ...).
+    """
+    env = os.environ
+    if num_processes is None and env.get(ENV_NUM_PROCESSES):
+        num_processes = int(env[ENV_NUM_PROCESSES])
+    if process_id is None and env.get(ENV_PROCESS_ID):
+        process_id = int(env[ENV_PROCESS_ID])
+    # CPU devices exchange data only through a collectives library; gloo ships with jaxlib
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address,
+        num_processes,
+        process_id,
+        heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+        shutdown_timeout_seconds=shutdown_timeout_seconds,
+        initialization_timeout=initialization_timeout,
+        **kwargs,
+    )
+
+
+def mesh() -> jax.sharding.Mesh:
+    """The 1-D mesh ``"rows"`` over every process's devices, in process order."""
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    return jax.sharding.Mesh(np.asarray(devices), (AXIS,))
+
+
+def is_global(X) -> bool:
+    """Whether ``X`` is a ``jax.Array`` spread over several processes."""
+    return isinstance(X, jax.Array) and not X.is_fully_addressable
+
+
+def global_rows(X_local, y_local=None):
+    """``X`` (and ``y``) as global arrays split by rows: every process passes its own rows.
+
+    JAX's standard form (``jax.make_array_from_process_local_data`` over :func:`mesh`); every
+    process must pass the same number of rows (:func:`fit` takes uneven pieces directly).
+
+    Example (in every process, after :func:`initialize`)::
+
+        Xg, yg = jaxrank.distributed.global_rows(X_mine, y_mine)
+        model = jaxrank.fit(Xg, yg, 1e-3)   # the same model on every process
+    """
+    m = mesh()
+    out = []
+    for a in (X_local,) if y_local is None else (X_local, y_local):
+        a = np.asarray(a)
+        spec = jax.sharding.PartitionSpec(AXIS, *([None] * (a.ndim - 1)))
+        out.append(jax.make_array_from_process_local_data(jax.sharding.NamedSharding(m, spec), a))
+    return out[0] if y_local is None else tuple(out)
+
+
+def local_rows(A) -> np.ndarray:
+    """This process's rows of a global array split by rows (its shards, in row order)."""
+    if not isinstance(A, jax.Array) or A.is_fully_addressable:
+        return np.asarray(A)
+    spec = getattr(A.sharding, "spec", None)
+    if spec is not None and any(s is not None for s in tuple(spec)[1:]):
+        raise ValueError("a global X must be split by rows only (PartitionSpec(axis, None)).")
+    pieces, seen = [], set()
+    for s in sorted(A.addressable_shards, key=lambda s: s.index[0].start or 0):
+        start = s.index[0].start or 0
+        if start in seen:  # a replica of a piece already taken
+            continue
+        seen.add(start)
+        pieces.append((start, np.asarray(s.data)))
+    starts = [p[0] for p in pieces]
+    ends = [p[0] + p[1].shape[0] for p in pieces]
+    if any(a != b for a, b in zip(ends[:-1], starts[1:], strict=True)):
+        raise ValueError("this process's rows of a global array must be one contiguous range.")
+    return np.concatenate([p[1] for p in pieces])
+
+
+# ---- collectives over small host summaries ----------------------------------------------------
+
+
+def _allgather(a: np.ndarray) -> np.ndarray:
+    """``(P, *a.shape)``: every process's ``a`` (same shape and dtype everywhere)."""
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(np.asarray(a), tiled=False))
+
+
+def gather_rows(a: np.ndarray) -> list[np.ndarray]:
+    """Every process's array ``a`` (rows of any count; the other axes and the dtype the same
+    everywhere), in process order: a collective over small host arrays (labels, scores).
+
+    Example (one process):
+      >>> import numpy as np
+      >>> [a.tolist() for a in gather_rows(np.arange(3))]
+      [[0, 1, 2]]
+    """
+    n = _allgather(np.asarray([a.shape[0]], np.int64))[:, 0]
+    pad = np.zeros((int(n.max()), *a.shape[1:]), a.dtype)
+    pad[: a.shape[0]] = a
+    full = _allgather(pad)
+    return [full[p, : int(n[p])] for p in range(n.size)]
+
+
+def gather_json(summary: dict) -> list[dict]:
+    """Every process's ``summary`` (a JSON-serialisable dict of at most a few KiB), in process
+    order: a collective."""
+    raw = json.dumps(summary, sort_keys=True).encode()
+    if len(raw) > _SUMMARY_BYTES:  # a long error message: keep its start
+        summary = dict(summary, error=str(summary.get("error"))[:1000])
+        raw = json.dumps(summary, sort_keys=True).encode()[:_SUMMARY_BYTES]
+    buf = np.zeros(_SUMMARY_BYTES, np.uint8)
+    buf[: len(raw)] = np.frombuffer(raw, np.uint8)
+    rows = _allgather(buf)
+    return [json.loads(bytes(r).rstrip(b"\0").decode()) for r in rows]
+
+
+def _key_values(key) -> list:
+    # typed keys (jax.random.key) and raw uint32 keys (jax.random.PRNGKey) alike
+    if jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return np.asarray(key).tolist()
+
+
+def _fingerprint(value) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+#: What every process must agree on, in the order a mismatch is reported.
+_AGREE = (
+    ("d", "the number of features"),
+    ("x_dtype", "the dtype of X"),
+    ("lams", "the λ grid"),
+    ("kernel", "the kernel options"),
+    ("basis", "the basis"),
+    ("options", "the fit options"),
+)
+
+
+def _agree(summaries: list[dict]) -> None:
+    """Refuse on every process if some process failed its checks or differs from process 0."""
+    for p, s in enumerate(summaries):
+        if s.get("error"):
+            raise InputMismatchError(f"process {p} refused its input: {s['error']}")
+    ref = summaries[0]
+    for field, what in _AGREE:
+        for p, s in enumerate(summaries[1:], start=1):
+            if s[field] != ref[field]:
+                shown = (s.get(field + "_text", s[field]), ref.get(field + "_text", ref[field]))
+                raise InputMismatchError(
+                    f"process {p} differs from process 0 in {what}: {shown[0]} vs {shown[1]}; "
+                    "every process must pass the same options and rows of the same shape."
+                )
+
+
+def sigma2_heuristic(X_local) -> float:
+    """σ² = (1/m²) Σ_ij ||x_i − x_j||² over the rows of every process (seed 000, Sec. 6).
+
+    The one-process :func:`jaxrank.kernels.sigma2_heuristic` on all rows, from each process's
+    row count ``n_p``, mean ``μ_p`` and centred sum of squares ``M_p`` (float64):
+    ``σ² = 2/m · (Σ_p M_p + Σ_p n_p ||μ_p − μ||²)``, ``μ = Σ_p n_p μ_p / m``. A collective:
+    every process must call it.
+
+    Example (one process: the one-process heuristic):
+      >>> sigma2_heuristic([[0.0], [2.0]])  # pairs: 0, 4, 4, 0 -> mean 2
+      2.0
+    """
+    X = np.asarray(X_local, np.float64)
+    n = X.shape[0]
+    mean = X.mean(axis=0) if n else np.zeros(X.shape[1])
+    centred = X - mean
+    M2 = float(np.sum(centred * centred))
+    parts = _allgather(np.concatenate([[n, M2], mean]))
+    counts, M2s, means = parts[:, 0], parts[:, 1], parts[:, 2:]
+    m = counts.sum()
+    mu = (counts[:, None] * means).sum(axis=0) / m
+    dev = means - mu
+    s2 = 2.0 * float((M2s.sum() + np.sum(counts * np.sum(dev * dev, axis=1))) / m)
+    return s2 if s2 > 0 else 1.0
+
+
+# ---- the fit -----------------------------------------------------------------------------------
+
+#: Bases that read the rows themselves (distances) and are not available across processes.
+_ROW_BASES = ("kmeans++", "auto", "greedy")
+
+
+@dataclasses.dataclass
+class _Rows:
+    """This process's rows and where every process's rows sit in the concatenated order."""
+
+    X: np.ndarray  # (n_p, d) in the fit's dtype
+    counts: np.ndarray  # rows per process
+    mesh: jax.sharding.Mesh
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.counts.sum()), self.X.shape[1])
+
+    def natural(self) -> jax.Array:
+        """Every process's rows as one global array ``(P·M, d)``, process ``p`` in rows
+        ``[p·M, p·M + n_p)`` (``M`` the largest piece; the rest copies of its first row)."""
+        M = int(self.counts.max())
+        local = jax.local_device_count()
+        M = -(-M // local) * local
+        pad = np.empty((M, self.X.shape[1]), self.X.dtype)
+        pad[:] = self.X[0]
+        pad[: self.X.shape[0]] = self.X
+        spec = jax.sharding.PartitionSpec(AXIS, None)
+        return jax.make_array_from_process_local_data(
+            jax.sharding.NamedSharding(self.mesh, spec), pad
+        )
+
+    def to_natural(self, rows: np.ndarray) -> np.ndarray:
+        """Indices into :meth:`natural` of rows of the concatenated order."""
+        M = -(-int(self.counts.max()) // jax.local_device_count()) * jax.local_device_count()
+        starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]])
+        proc = np.searchsorted(starts, rows, side="right") - 1
+        return (proc * M + rows - starts[proc]).astype(np.int32)
+
+    def block(self, kernel, dt, order, slots, idx, m_rows, nb_pad, block, streamed):
+        """``(K, Bn)``: the block of the rows ``order`` at rows ``slots`` (the others copies of
+        ``order[0]``, up to ``m_rows`` and the mesh's multiple) split by rows over the mesh, and
+        the basis rows ``idx`` on the host (the hook :func:`jaxrank._fitting.fit_rows` calls)."""
+        n_dev = self.mesh.shape[AXIS]
+        Xnat = self.natural()
+        Bn = np.asarray(_gather(Xnat, self.to_natural(idx), _replicated(self.mesh)))
+        Bp = np.empty((nb_pad, Bn.shape[1]), dt)
+        Bp[:] = Bn[0]
+        Bp[: Bn.shape[0]] = Bn
+        if streamed:
+            # chunks of rows as in kernels.streamed_block; each chunk split by rows over the mesh
+            rows, n_chunks = _kernels.chunk_rows(m_rows, nb_pad, dt.itemsize, block)
+            rows = -(-rows // (n_dev * block)) * n_dev * block
+            total = rows * n_chunks
+        else:
+            rows, n_chunks = _kernels.chunk_rows(-(-m_rows // n_dev), nb_pad, dt.itemsize, block)
+            total = rows * n_chunks * n_dev
+        rows_at = np.full(total, order[0], np.int64)
+        rows_at[slots] = order
+        nat = self.to_natural(rows_at)
+        if streamed:
+            sharding = jax.sharding.NamedSharding(
+                self.mesh, jax.sharding.PartitionSpec(None, AXIS, None)
+            )
+            Xo = _gather(Xnat, nat.reshape(n_chunks, rows), sharding)
+            del Xnat
+            K = _kernels.StreamedBlock(Xo, jax.device_put(Bp), kernel, jnp.int32(len(idx)))
+        else:
+            sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(AXIS))
+            Xo = _gather(Xnat, nat, sharding)
+            del Xnat
+            K = _kernels.sharded_block(
+                kernel, Xo, Bp, self.mesh, AXIS, multiple=block, n_basis=len(idx)
+            )
+        return K, Bn
+
+
+def _replicated(mesh):
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _gather(Xnat, idx, sharding):
+    # one program per shape and sharding: rows of the global array, laid out by `sharding`
+    return jax.lax.with_sharding_constraint(Xnat[idx], sharding)
+
+
+#: Most distinct label values a process reports (more: its own check refuses them).
+_MAX_LABELS = 2
+
+
+def _check_local(X_local, y_local, lam, kernel, basis, options: dict, key=None, n_basis=None):
+    """This process's checked pieces and its summary for :func:`_agree` (errors kept, not
+    raised: every process must reach the exchange). A piece may hold one class only; the two
+    classes are checked over the labels of every process (:func:`_positive_mask`)."""
+    summary: dict[str, Any] = {"error": None}
+    out = None
+    try:
+        X = check_X(X_local)
+        labels = label_vector(y_local, "y")
+        values = np.unique(labels)
+        if values.size > _MAX_LABELS:
+            check_binary_labels(labels)  # raises the one-process message
+        if X.shape[0] != labels.shape[0]:
+            raise ValueError(
+                f"X and y have different lengths: X has {X.shape[0]} rows, y has {labels.shape[0]}."
+            )
+        lams, scalar = check_lam(lam)
+        if isinstance(basis, str) and basis in _ROW_BASES:
+            raise ValueError(
+                f"basis={basis!r} reads every row (distances) and is not available across "
+                "processes; use 'rare', 'all', 'random', 'rare_first' or an index array."
+            )
+        fit_opts = check_fit_options(X, **options)
+        out = (X, labels, lams, scalar, fit_opts)
+        summary.update(
+            d=int(X.shape[1]),
+            x_dtype=str(X.dtype),
+            labels=values.tolist(),
+            lams=_fingerprint((lams.tobytes(), scalar)),
+            lams_text=repr(lams.tolist()) if lams.size <= 8 else f"{lams.size} values",
+            kernel=_fingerprint(kernel),
+            kernel_text=repr(kernel),
+            basis=_fingerprint(
+                (
+                    np.asarray(basis).tolist() if not isinstance(basis, str) else basis,
+                    None if key is None else _key_values(key),
+                    n_basis,
+                )
+            ),
+            basis_text=(repr(basis) if isinstance(basis, str) else "an index array")
+            + f" (n_basis={n_basis}, key {'given' if key is not None else 'none'})",
+            options=_fingerprint(sorted((k, repr(v)) for k, v in fit_opts._asdict().items())),
+            options_text=repr(sorted((k, repr(v)) for k, v in fit_opts._asdict().items())),
+        )
+    except Exception as err:
+        summary["error"] = f"{type(err).__name__}: {err}"
+    return out, summary
+
+
+def rare_mask(y_local) -> np.ndarray:
+    """This process's rare-class mask from its labels, the labels of every process judged
+    together as one process judges its ``y`` (a piece may hold one class only). A collective.
+
+    Raises:
+      InputMismatchError: on every process, when some process's labels are refused or all
+        labels together are not two-valued with a rare class (the message names the process).
+    """
+    summary: dict[str, Any] = {"error": None}
+    labels = None
+    try:
+        labels = label_vector(y_local, "y")
+        values = np.unique(labels)
+        if values.size > _MAX_LABELS:
+            check_binary_labels(labels)
+        summary["labels"] = values.tolist()
+    except Exception as err:
+        summary["error"] = f"{type(err).__name__}: {err}"
+    summaries = gather_json(summary)
+    for p, s in enumerate(summaries):
+        if s.get("error"):
+            raise InputMismatchError(f"process {p} refused its input: {s['error']}")
+    return _positive_mask(labels, summaries)
+
+
+def _positive_mask(labels: np.ndarray, summaries: list[dict]) -> np.ndarray:
+    """This process's rare-class mask, the labels of every process judged together by the
+    one-process rule (:func:`~jaxrank._validation.check_binary_labels`)."""
+    union = sorted({v for s in summaries for v in s["labels"]}, key=repr)
+    try:
+        positive = check_binary_labels(np.asarray(union))
+    except ValueError as err:
+        each = "; ".join(f"process {p}: {s['labels']}" for p, s in enumerate(summaries))
+        raise InputMismatchError(
+            f"the labels of all processes together are refused ({each}): {err}"
+        ) from None
+    return np.isin(labels, np.asarray(union)[positive])
+
+
+def fit(
+    X_local,
+    y_local,
+    lam,
+    *,
+    basis="rare",
+    kernel=None,
+    key=None,
+    n_basis: int | None = None,
+    init=None,
+    max_kernel_bytes: int | None = None,
+    loss: str = "smoothed_hinge",
+    eps: float = 0.5,
+    tol: float = 1e-6,
+    max_iter: int = 100,
+    max_cg: int = 25,
+    path: str = "batch",
+    chains: int = 4,
+    precondition: str = "auto",
+    dtype=None,
+    memory_budget: int | None = None,
+) -> RankModel:
+    """:func:`jaxrank.fit` over the rows of every process: each process passes its own rows.
+
+    Minimises seed 000 eq. (11) over the rows of all processes, concatenated in process order
+    (``m = Σ_p m_p``; pieces may differ in size, even be without rare rows), with the block
+    ``K_{·R}`` split by rows over every process's devices. A collective: every process calls it
+    with its own rows and the same options; each returns the same :class:`~jaxrank.RankModel`.
+    ``jaxrank.fit`` with global arrays (:func:`global_rows`) comes here.
+
+    Args:
+      X_local: ``(m_p, d)`` this process's rows; ``y_local``: their two-valued labels.
+      lam, basis, kernel, key, ...: as in :func:`jaxrank.fit` (``basis``: ``"rare"``,
+        ``"all"``, ``"random"``, ``"rare_first"`` or indices into the concatenated rows).
+
+    Raises:
+      InputMismatchError: on every process, before any work, when some process's rows fail
+        the checks or its feature count, dtype, λ grid, kernel, basis or options differ from
+        process 0's (the message names the process).
+      ProcessLostError: a process died during the fit (the message names it).
+
+    Example (``python -m jaxrank.launch -n 2 script.py`` runs ``script.py`` twice)::
+
+        import jaxrank, jaxrank.distributed as dist
+        dist.initialize()
+        X, y = my_rows(jax.process_index())      # this process's rows
+        model = dist.fit(X, y, [1e-1, 1e-3])     # the same model on every process
+
+    In one process it is :func:`jaxrank.fit` on a one-device mesh:
+      >>> import jaxrank, jaxrank.distributed as dist
+      >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+      >>> dist.fit(X, y, 1e-2).coef.shape
+      (30,)
+    """
+    options = dict(loss=loss, eps=eps, tol=tol, path=path, chains=chains,
+                   precondition=precondition, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+                   memory_budget=memory_budget, max_kernel_bytes=max_kernel_bytes)  # fmt: skip
+    checked, summary = _check_local(
+        X_local, y_local, lam, kernel, basis, options, key=key, n_basis=n_basis
+    )
+    summaries = gather_json(summary)
+    _agree(summaries)
+    X, labels, lams, scalar, fit_opts = checked
+    pos = _positive_mask(labels, summaries)
+    with _naming_lost_processes():
+        return _fit_checked(X, pos, lams, scalar, fit_opts, basis=basis, kernel=kernel, key=key,
+                            n_basis=n_basis, init=init)  # fmt: skip
+
+
+def _fit_checked(X, pos, lams, scalar, fit_opts, *, basis, kernel, key, n_basis, init):
+    fixed = isinstance(kernel, _kernels.Gaussian) and kernel.sigma2 is not None
+    resolved = _kernels.resolve_kernel(kernel, X[:1])  # names and types; σ² below
+    if isinstance(resolved, _kernels.Gaussian) and not fixed:
+        resolved = _kernels.Gaussian(sigma2=sigma2_heuristic(X))
+    pieces = gather_rows(pos.astype(np.uint8))
+    pos_all = np.concatenate(pieces).astype(bool)
+    counts = np.asarray([p.size for p in pieces])
+    order, idx, layout = biclass_rows(None, pos_all, basis, key=key, n_basis=n_basis)
+    rows = _Rows(np.asarray(X, fit_opts.dtype), counts, mesh())
+    return fit_rows(rows, order, idx, lams, scalar, layout, kernel=resolved, init=init,
+                    mesh=(rows.mesh, AXIS), process_rows=rows.block,
+                    **fit_opts._asdict())  # fmt: skip
+
+
+class _naming_lost_processes:
+    """Turn the runtime error of a collective whose peer died into :class:`ProcessLostError`
+    naming the processes the coordination service no longer sees."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if err is None or not isinstance(err, jax.errors.JaxRuntimeError):
+            return False
+        lost = _lost_processes()
+        who = (
+            f"process {', '.join(map(str, lost))}"
+            if lost
+            else "another process (not yet named by the coordination service)"
+        )
+        raise ProcessLostError(
+            f"{who} of {jax.process_count()} was lost during a multi-process fit "
+            f"(runtime error: {str(err).splitlines()[0][:300]}); no model was returned."
+        ) from err
+
+
+def _lost_processes(timeout: float = 45.0) -> list[int]:
+    """Processes the coordination service no longer counts as live (waits for the survivors,
+    at most ``timeout`` seconds; the heartbeat timeout decides when a dead process is out)."""
+    from jax._src import distributed as _jd  # the runtime's client: no public handle
+
+    client = _jd.global_state.client
+    if client is None:
+        return []
+    ids = list(range(jax.process_count()))
+    out: list = []
+
+    def ask():
+        try:
+            out.append(client.get_live_nodes(ids))
+        except Exception:
+            pass
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    t.join(timeout)
+    if not out:
+        return []
+    live = out[0]
+    return [p for p in ids if p not in live]
+
+
+def fit_global(X, y, lam, **kwargs) -> RankModel:
+    """:func:`fit` from global arrays split by rows (``jaxrank.fit`` dispatches here)."""
+    return fit(local_rows(X), local_rows(y), lam, **kwargs)

@@ -1,0 +1,90 @@
+"""Run by tests/test_distributed.py under ``python -m jaxrank.launch -n P``: multi-process fits
+against the one-process fit on the same rows (process 0 fits those alone, on its own device).
+
+Writes ``<out>/result.json`` from process 0. Arguments: the output directory, the cases
+(comma-separated).
+"""
+
+import json
+import sys
+
+import jax
+
+import jaxrank.distributed as dist
+
+dist.initialize()
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+import jaxrank  # noqa: E402
+
+out_dir = sys.argv[1]
+wanted = sys.argv[2].split(",")
+P, me = jax.process_count(), jax.process_index()
+X, y = jaxrank.datasets.make_rare_class(700, 0.06, 0.75, seed=3)
+# uneven pieces, one of them without a rare row when P > 2
+cuts = np.linspace(0, X.shape[0], P + 1).astype(int)
+cuts[1:-1] += 37
+if P > 2:
+    cuts[2] = cuts[1] + 20
+    y = y.copy()
+    y[cuts[1] : cuts[2]] = -1
+mine = slice(cuts[me], cuts[me + 1])
+lams = np.array([1e-1, 1e-2, 1e-3])
+opts = dict(tol=1e-10, max_iter=200)
+cases = {
+    "rare_batch": dict(lam=lams),
+    "rare_warm": dict(lam=lams, path="warm"),
+    "scalar": dict(lam=1e-2),
+    "random": dict(lam=lams, basis="random", key=jax.random.key(5), n_basis=60),
+    "streamed": dict(lam=lams, max_kernel_bytes=1),
+    "float32": dict(lam=1e-2, dtype=np.float32, tol=1e-5),
+}
+res = {}
+for name, kw in cases.items():
+    if name not in wanted:
+        continue
+    kw = dict(opts, **kw)
+    lam = kw.pop("lam")
+    got = dist.fit(X[mine], y[mine], lam, **kw)
+    row = {"got": np.atleast_1d(np.asarray(got.info.objective)).tolist()}
+    if me == 0:
+        ref = jaxrank.fit(X, y, lam, **kw)
+        row["ref"] = np.atleast_1d(np.asarray(ref.info.objective)).tolist()
+        row["coef_diff"] = float(np.max(np.abs(np.asarray(got.coef) - np.asarray(ref.coef))))
+        row["sigma2"] = [float(got.kernel.sigma2), float(ref.kernel.sigma2)]
+        row["status"] = np.atleast_1d(np.asarray(got.info.status)).tolist()
+    res[name] = row
+# the standard form: global arrays from equal pieces, through jaxrank.fit
+if "global_arrays" in wanted:
+    eq = np.linspace(0, 600, P + 1).astype(int)
+    Xg, yg = dist.global_rows(X[eq[me] : eq[me + 1]], y[eq[me] : eq[me + 1]])
+    got = jaxrank.fit(Xg, yg, lams, **opts)
+    if me == 0:
+        ref = jaxrank.fit(X[:600], y[:600], lams, **opts)
+        res["global_arrays"] = {
+            "got": np.asarray(got.info.objective).tolist(),
+            "ref": np.asarray(ref.info.objective).tolist(),
+        }
+# the search: row-sharded fits under every (σ², fold) cell
+if "search" in wanted:
+    from jaxrank import distributed_search, select
+
+    skw = dict(folds=2, key=jax.random.key(2), sigma2_grid=[1.0, 4.0], tol=1e-10)
+    got = distributed_search.select_lambda(X[mine], y[mine], lams, **skw)
+    if me == 0:
+        ref = select.select_lambda(X, y, lams, **skw)
+        res["search"] = {
+            "got": got.cv_auc.ravel().tolist(),
+            "ref": ref.cv_auc.ravel().tolist(),
+            "pick": [
+                np.atleast_1d(got.best_index).tolist(),
+                np.atleast_1d(ref.best_index).tolist(),
+            ],
+            "refit": [float(got.model.info.objective), float(ref.model.info.objective)],
+            "fold_equal": bool(np.array_equal(got.fold, ref.fold)),
+        }
+if me == 0:
+    with open(f"{out_dir}/result.json", "w") as f:
+        json.dump(res, f)
