@@ -233,7 +233,9 @@ def inverse_factor(A: jax.Array, tries: int = 6) -> tuple[jax.Array, jax.Array]:
         Li, ok = attempt(jitter0 * jnp.asarray(100.0, dt) ** k.astype(dt))
         return k + 1, Li, ok
 
-    st = (jnp.int32(0), eye, jnp.asarray(False))
+    # the initial carry derives from A, so it is as device-varying as A under shard_map
+    zero = jnp.zeros_like(A[0, 0])
+    st = (zero.astype(jnp.int32), eye + zero, zero.astype(bool))
     _, Li, ok = jax.lax.while_loop(lambda st: (~st[2]) & (st[0] < tries), body, st)
     return jnp.where(ok, Li, eye), ok
 
@@ -326,7 +328,9 @@ def psd_shift(Krr: jax.Array, n_basis=None) -> jax.Array:
         return k + 1, factorises(shift_at(k))
 
     # k = -1 (no shift), 0, 1, ... 11: the first that factorises
-    k, ok = jax.lax.while_loop(lambda st: (~st[1]) & (st[0] < 12), body, (jnp.int32(-1), False))
+    zero = jnp.zeros_like(A[0, 0])  # as device-varying as A under shard_map
+    init = (zero.astype(jnp.int32) - 1, zero.astype(bool))
+    k, ok = jax.lax.while_loop(lambda st: (~st[1]) & (st[0] < 12), body, init)
     found = ok & jnp.all(jnp.isfinite(A))
     return jnp.where(found, shift_at(k - 1), 0).astype(dt)
 

@@ -45,7 +45,7 @@ from jaxrank._fitting import Biclass, basis_gram, fit_block, prepare_basis
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank.solver import SolverInfo
 
-__all__ = ["CoreFit", "decision_function", "fit_core", "sigma2_heuristic"]
+__all__ = ["CoreFit", "decision_function", "fit_core", "require_concrete", "sigma2_heuristic"]
 
 
 class CoreFit(NamedTuple):
@@ -66,6 +66,29 @@ class CoreFit(NamedTuple):
     basis: jax.Array
     lam: jax.Array
     info: SolverInfo
+
+
+def require_concrete(where: str, **values) -> None:
+    """Refuse traced values where a validated entry point (e.g. :func:`jaxrank.fit`) needs
+    concrete ones, naming the argument and pointing to :func:`fit_core`.
+
+    Example:
+      >>> import jax
+      >>> try:
+      ...     jax.jit(lambda lam: require_concrete("fit", lam=lam))(1.0)
+      ... except TypeError as err:
+      ...     print(str(err).split(";")[0])
+      fit: argument 'lam' is a traced JAX value (inside jax.jit, jax.vmap, jax.grad or similar)
+    """
+    for name, value in values.items():
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value)):
+            raise TypeError(
+                f"{where}: argument {name!r} is a traced JAX value (inside jax.jit, jax.vmap, "
+                f"jax.grad or similar); {where}() validates its inputs and chooses the basis and "
+                "the shapes on the host, so it needs concrete values. Inside JAX "
+                "transformations use the pure core jaxrank.core.fit_core (arrays in, a pytree "
+                "out: jit-able, vmappable over σ², ε, λ and folds, differentiable)."
+            )
 
 
 def sigma2_heuristic(X, mask=None) -> jax.Array:
@@ -172,8 +195,8 @@ def fit_core(
         kernel = _kernels.Gaussian(sigma2_heuristic(X, keep))
     nb = jnp.asarray(n_b if n_basis is None else n_basis, jnp.int32)
     valid_pos, valid_neg = pos & keep, (~pos) & keep
-    n_pos = jnp.sum(valid_pos.astype(jnp.int32))
-    n_neg = jnp.sum(valid_neg.astype(jnp.int32))
+    n_pos = jnp.sum(valid_pos, dtype=jnp.int32)
+    n_neg = jnp.sum(valid_neg, dtype=jnp.int32)
     rows = jnp.concatenate([_class_rows(valid_pos, P), _class_rows(valid_neg, N)])
     block = _kernels.product_block(P + N)
     # the block's rows: both classes, then zero rows up to whole chunks (as kernel_block pads)

@@ -33,6 +33,7 @@ from jaxrank._fitting import (
 )
 from jaxrank._validation import check_lam, check_X, check_X_y
 from jaxrank.bases import auto_basis
+from jaxrank.core import require_concrete
 from jaxrank.greedy import fit_greedy
 from jaxrank.l1 import fit_l1
 from jaxrank.model import ConvergenceWarning, RankModel
@@ -165,6 +166,9 @@ def fit(
       >>> model.decision_function(X).shape
       (2, 300)
     """
+    require_concrete(
+        "fit", X=X, y=y, lam=lam, eps=eps, tol=tol, kernel=kernel, init=init, n_basis=n_basis
+    )
     # the options each fitter shares with fit, in groups: every fitter's, the Newton solver's
     # (not fit_l1's: FISTA), and the biclass fitters' (not fit_greedy's: a grown basis)
     common = dict(kernel=kernel, eps=eps, tol=tol, dtype=dtype, memory_budget=memory_budget)
