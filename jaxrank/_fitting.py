@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import _buckets, _cache
+from jaxrank import _buckets, _cache, _exported
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread as _one_blas_thread
 from jaxrank._precision import HIGHEST as _HI
@@ -479,6 +479,13 @@ def fit_biclass(
     )
 
 
+def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max_iter, max_cg,
+                    **static):  # fmt: skip
+    # fit_block with every traced argument positional (jaxrank._exported flattens them)
+    return fit_block(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
+                     max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
+
+
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
     path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,
@@ -612,16 +619,18 @@ def fit_rows(
     # XLA:CPU runs the fit's small factorisations through the host LAPACK (OpenBLAS): pinned to
     # one thread, as its worker threads would otherwise compete with them (jaxrank._hostblas;
     # measured: eigh of 104 x 104 inside the fit 2 ms pinned, up to 180 ms not)
+    static = dict(block=block, path=path, chains=chains, precondition=precondition,
+                  stages=grid_stages(L_pad, block_bytes) if path == "batch" else None)  # fmt: skip
+    args = (
+        K, put(Bp), kernel, np.int32(nb), put(lams[sort], dt), put(beta0),
+        jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(depth, dt), layout,
+        int(max_iter), int(max_cg),
+    )  # fmt: skip
     with _one_blas_thread():
-        betas, info, floor = fit_block(
-            K, put(Bp), kernel, np.int32(nb), put(lams[sort], dt), put(beta0),
-            jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(depth, dt),
-            layout=layout, block=block,
-            max_iter=int(max_iter), max_cg=int(max_cg), path=path, chains=chains,
-            precondition=precondition,
-            stages=grid_stages(L_pad, block_bytes) if path == "batch" else None,
-        )  # fmt: skip
-        floor = float(floor)
+        # through a stored jax.export program: a later process skips tracing and lowering
+        out = _exported.call("fit_block", functools.partial(_fit_block_args, **static), args,
+                             tuple(sorted(static.items())))  # fmt: skip
+        betas, info, floor = out[0], SolverInfo(*out[1:6]), float(out[6])
     # back on the host: the real λ in their order, the real basis columns
     unsort = np.argsort(sort[:L])
     betas = np.asarray(betas)[unsort, :nb]
