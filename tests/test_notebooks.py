@@ -66,10 +66,10 @@ def _run(path, monkeypatch, *, matplotlib: bool) -> dict:
 
 
 def test_notebooks_exist():
-    assert set(NOTEBOOKS) == {"quickstart", "paper_walkthrough"}
+    assert set(NOTEBOOKS) == {"quickstart", "paper_walkthrough", "implicit_tuning"}
 
 
-@pytest.mark.parametrize("name", ["quickstart", "paper_walkthrough"])
+@pytest.mark.parametrize("name", ["quickstart", "paper_walkthrough", "implicit_tuning"])
 def test_valid_nbformat4(name):
     nb = json.loads(NOTEBOOKS[name].read_text(encoding="utf-8"))
     assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 4
@@ -115,6 +115,15 @@ def test_walkthrough_runs(monkeypatch):
     assert len(ns["table"]["RANK-RC"]) == ns["n_trials"] == 2
     if ns["X_keel"] is not None:
         assert 50 < ns["keel"]["RANK-RC"][0] <= 100
+
+
+def test_implicit_tuning_runs(monkeypatch):
+    ns = _run(NOTEBOOKS["implicit_tuning"], monkeypatch, matplotlib=True)
+    # the implicit derivative is the finite difference of the (tightly solved) fit
+    assert float(ns["g"][0]) == pytest.approx(float(ns["fd"]), rel=1e-3)
+    path, grid_auc = ns["path"], ns["grid_auc"]
+    assert path[-1, 2] > path[0, 2]  # gradient steps raised the validation AUC
+    assert grid_auc.shape == (4, 5) and 0.5 < ns["grid_best"][2] <= 1
 
 
 def test_quickstart_runs_without_matplotlib(monkeypatch):
