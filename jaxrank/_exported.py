@@ -78,10 +78,19 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
     if run is None:
         exp = _load(where / f"{key}.jaxexport")
         if exp is None:
-            flat = lambda *xs: jax.tree.leaves(fn(*jax.tree.unflatten(tree, xs)))
+
+            def flat(*xs):
+                return jax.tree.leaves(fn(*jax.tree.unflatten(tree, xs)))
+
+            flat.__name__ = name
             exp = jax.export.export(jax.jit(flat))(*avals)
             _store(where / f"{key}.jaxexport", exp.serialize())
-        run = _LOADED[key] = jax.jit(exp.call)
+
+        def stored(*xs, exp=exp):
+            return exp.call(*xs)
+
+        stored.__name__ = name  # the compiled module's name: jit_<name>, as the jitted function's
+        run = _LOADED[key] = jax.jit(stored)
     return run(*leaves)
 
 
