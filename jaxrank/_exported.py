@@ -5,7 +5,8 @@ still traces the Python function and lowers it to StableHLO before it can look o
 16-λ fit at m = 1000 that was 437 ms of a 620 ms second-process fit (issue 16). :func:`call`
 runs a jitted function through a ``jax.export`` program stored beside that cache (in its
 subdirectory ``jaxrank-exported``), keyed by the function, its static options, the argument
-shapes, dtypes and tree, the JAX version and the platform: a later process deserialises it
+shapes, dtypes and tree, the JAX version, the platform and a hash of jaxrank's own source (a
+program stored by other code is never used): a later process deserialises it
 (milliseconds), and the executable it compiles to comes from the persistent cache.
 
 Used only where it can help and is safe: with the persistent cache on (a directory to store
@@ -41,6 +42,16 @@ def _serialisable() -> bool:
     return True
 
 
+@functools.cache
+def _code_version() -> str:
+    # the package's own source: a stored program is only valid for the code that traced it
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def directory() -> Path | None:
     """Where exported programs are stored: ``<compilation cache>/jaxrank-exported``, or
     ``None`` (no persistent cache, ``JAXRANK_NO_EXPORT=1`` or no ``flatbuffers``)."""
@@ -72,7 +83,7 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
     avals = jax.eval_shape(lambda *a: a, *leaves)
     sig = [(a.shape, str(a.dtype), bool(getattr(a, "weak_type", False))) for a in avals]
     backend = jax.default_backend()
-    text = repr((name, static, str(tree), sig, jax.__version__, backend))
+    text = repr((name, static, str(tree), sig, jax.__version__, backend, _code_version()))
     key = hashlib.sha256(text.encode()).hexdigest()[:40]
     run = _LOADED.get(key)
     if run is None:
