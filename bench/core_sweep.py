@@ -14,14 +14,12 @@ import time
 
 import _common as C
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import jaxrank  # noqa: E402
-from jaxrank.core import fit_core  # noqa: E402
-from jaxrank.kernels import Gaussian, sigma2_heuristic  # noqa: E402
+import jaxrank
+from jaxrank.core import fit_core
+from jaxrank.kernels import Gaussian, sigma2_heuristic
 
 LAMS = 2.0 ** np.arange(-20, 11, 2)
 SCALES = 2.0 ** np.arange(-3, 5)
@@ -87,8 +85,48 @@ def run(m: int, tol: float, repeats: int) -> dict:
         "warm_ratio_one_call_vs_separate": warm["median"] / sep_warm["median"],
         "max_abs_coef_diff": diff, "max_rel_coef_diff": rel,
         "converged": int((status == 0).sum()),
-        "status_counts": {int(k): int(v) for k, v in zip(*np.unique(status, return_counts=True), strict=True)},
+        "status_counts": dict(zip(*(a.tolist() for a in np.unique(status, return_counts=True)),
+                                  strict=True)),
     }  # fmt: skip
+
+
+def markdown(report: dict) -> str:
+    r, env = report["result"], report["env"]
+    one, sep = r["one_call"], r["separate_fits"]
+    s, f, L = r["table_shape"]
+    return "\n".join(
+        [
+            f"`make_rare_class(m = {r['m']:,}, ρ = 0.1, t = 0.75, d = 5, seed = 0)`, standardised, "
+            f"float64, RankRC, tol = {r['tol']:g}, on {env['cpu_count']} CPUs (jax {env['jax']}). "
+            f"One call of `jax.jit(jax.vmap(fit_core))` over {s} σ² (the heuristic × 2⁻³ … 2⁴) × "
+            f"{f} stratified folds (row masks over the same arrays) × {L} λ (2⁻²⁰ … 2¹⁰) = "
+            f"{r['members']} fits, against {sep['count']} separate `jaxrank.fit` calls (each fold's "
+            "training rows, the 16-λ grid) in the same run.",
+            "",
+            *C.md_table(
+                "| | first call (compile + run) | warm (median) |",
+                [
+                    [
+                        "one vmapped call",
+                        f"{one['first_s']:.1f} s",
+                        f"{one['warm']['median']:.2f} s",
+                    ],
+                    [
+                        f"{sep['count']} separate fits",
+                        f"{sep['first_s']:.1f} s",
+                        f"{sep['warm']['median']:.2f} s",
+                    ],
+                ],
+                "lrr",
+            ),
+            "",
+            f"Warm ratio one call / separate fits: **{r['warm_ratio_one_call_vs_separate']:.2f}**. "
+            f"Largest coefficient difference against the separate fits: "
+            f"{r['max_abs_coef_diff']:.1e} absolute, {r['max_rel_coef_diff']:.1e} relative to the "
+            f"member's largest coefficient; {r['converged']} of {r['members']} members CONVERGED "
+            f"(status counts {r['status_counts']}).",
+        ]
+    )
 
 
 def main(argv=None):
@@ -99,6 +137,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(C.out_path("core_sweep")))
     ap.add_argument("--save", action="store_true", help="also write bench/results/core_sweep.json")
     args = ap.parse_args(argv)
+    jax.config.update("jax_enable_x64", True)  # here, not on import (bench/results.py imports)
     env = C.header("core_sweep", f"m = {args.m}, float64")
     t0 = time.perf_counter()
     res = run(args.m, args.tol, args.repeats)

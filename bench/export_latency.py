@@ -67,6 +67,44 @@ def run(m: int, repeats: int, timeout: float) -> dict:
     return out
 
 
+def markdown(report: dict) -> str:
+    r, env = report["result"], report["env"]
+    p = r["phases"]
+    rows = []
+    for export in ("on", "off"):
+        for phase in ("empty", "warm"):
+            x = p[f"export_{export}_{phase}"]
+            first = x["first"]
+            rows.append([
+                f"export {export}", f"{phase} cache", f"{first['wall']:.2f} s",
+                f"{first.get('trace', 0) + first.get('lower', 0):.2f} s",
+                f"{first.get('backend', 0):.2f} s", f"{x['warm']['median']:.3f} s",
+            ])  # fmt: skip
+    t = r["targets"]
+    return "\n".join(
+        [
+            f"`make_rare_class(m = {r['m']:,}, ρ = 0.1, t = 0.75)`, standardised, float32, the 16-λ "
+            f"`fit_rankrc`, each row a fresh process (children of `bench/latency.py`) on "
+            f"{env['cpu_count']} CPUs (jax {env['jax']}); compile times from JAX's monitoring events. "
+            "Export on: the fit's program runs through a `jax.export` program stored beside the "
+            "compilation cache (`jaxrank._exported`); off: `JAXRANK_NO_EXPORT=1`, a cache of its own.",
+            "",
+            *C.md_table(
+                "| | cache | first fit | trace + lower | XLA compile / load | warm fit |",
+                rows,
+                "llrrrr",
+            ),
+            "",
+            f"Second process, first fit / warm fit: **{t['second_process_ratio'][0]:.1f}×** (target "
+            f"≤ {t['second_process_ratio'][1]:g}; export off: "
+            f"{r['second_process_ratio_export_off']:.1f}×). First-ever fit / 16 SVC-W fits "
+            f"({r['svc16']['median']:.2f} s): **{t['first_ever_vs_svc16'][0]:.1f}×** (target ≤ "
+            f"{t['first_ever_vs_svc16'][1]:g}; export off: "
+        f"{r['first_ever_vs_svc16_export_off']:.1f}×).",
+        ]
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--m", type=int, default=1000)
