@@ -98,10 +98,11 @@ def markdown(report: dict) -> str:
         [
             f"`make_rare_class(m = {r['m']:,}, ρ = 0.1, t = 0.75, d = 5, seed = 0)`, standardised, "
             f"float64, RankRC, tol = {r['tol']:g}, on {env['cpu_count']} CPUs (jax {env['jax']}). "
-            f"One call of `jax.jit(jax.vmap(fit_core))` over {s} σ² (the heuristic × 2⁻³ … 2⁴) × "
+            f"One call of `jax.jit(jax.vmap(fit_core))` over {s} σ² "
+            "(the heuristic × 2⁻³ … 2⁴) × "
             f"{f} stratified folds (row masks over the same arrays) × {L} λ (2⁻²⁰ … 2¹⁰) = "
-            f"{r['members']} fits, against {sep['count']} separate `jaxrank.fit` calls (each fold's "
-            "training rows, the 16-λ grid) in the same run.",
+            f"{r['members']} fits, against {sep['count']} separate `jaxrank.fit` calls "
+            "(each fold's training rows, the 16-λ grid) in the same run.",
             "",
             *C.md_table(
                 "| | first call (compile + run) | warm (median) |",

@@ -83,11 +83,14 @@ def markdown(report: dict) -> str:
     t = r["targets"]
     return "\n".join(
         [
-            f"`make_rare_class(m = {r['m']:,}, ρ = 0.1, t = 0.75)`, standardised, float32, the 16-λ "
+            f"`make_rare_class(m = {r['m']:,}, ρ = 0.1, t = 0.75)`, standardised, float32, "
+            "the 16-λ "
             f"`fit_rankrc`, each row a fresh process (children of `bench/latency.py`) on "
-            f"{env['cpu_count']} CPUs (jax {env['jax']}); compile times from JAX's monitoring events. "
+            f"{env['cpu_count']} CPUs (jax {env['jax']}); compile times from JAX's "
+            "monitoring events. "
             "Export on: the fit's program runs through a `jax.export` program stored beside the "
-            "compilation cache (`jaxrank._exported`); off: `JAXRANK_NO_EXPORT=1`, a cache of its own.",
+            "compilation cache (`jaxrank._exported`); off: `JAXRANK_NO_EXPORT=1`, a cache of "
+            "its own.",
             "",
             *C.md_table(
                 "| | cache | first fit | trace + lower | XLA compile / load | warm fit |",
@@ -95,12 +98,13 @@ def markdown(report: dict) -> str:
                 "llrrrr",
             ),
             "",
-            f"Second process, first fit / warm fit: **{t['second_process_ratio'][0]:.1f}×** (target "
+            "Second process, first fit / warm fit: "
+            f"**{t['second_process_ratio'][0]:.1f}×** (target "
             f"≤ {t['second_process_ratio'][1]:g}; export off: "
             f"{r['second_process_ratio_export_off']:.1f}×). First-ever fit / 16 SVC-W fits "
             f"({r['svc16']['median']:.2f} s): **{t['first_ever_vs_svc16'][0]:.1f}×** (target ≤ "
             f"{t['first_ever_vs_svc16'][1]:g}; export off: "
-        f"{r['first_ever_vs_svc16_export_off']:.1f}×).",
+            f"{r['first_ever_vs_svc16_export_off']:.1f}×).",
         ]
     )
 
