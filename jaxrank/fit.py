@@ -155,6 +155,8 @@ def fit(
     Raises:
       ValueError: on bad input (NaN/inf, one class, labels not two-valued, length mismatch,
         λ ≤ 0, empty or non-2-D ``X``).
+      TypeError: a traced argument (inside ``jax.jit``, ``jax.vmap``, ``jax.grad``): use the pure
+        core :func:`jaxrank.core.fit_core` there (docs/core.md).
 
     Warns:
       ConvergenceWarning: when some λ stopped before ``tol`` (status in ``model.info.status``).
