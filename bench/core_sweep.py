@@ -111,7 +111,7 @@ def markdown(report: dict) -> str:
             "(each fold's training rows, the 16-λ grid) in the same run.",
             "",
             *C.md_table(
-                "| | first call (compile + run) | warm (median) |",
+                ["", "first call (compile + run)", "warm (median)"],
                 [
                     [
                         "one vmapped call",

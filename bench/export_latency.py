@@ -93,7 +93,7 @@ def markdown(report: dict) -> str:
             "its own.",
             "",
             *C.md_table(
-                "| | cache | first fit | trace + lower | XLA compile / load | warm fit |",
+                ["export", "cache", "first fit", "trace + lower", "XLA compile / load", "warm fit"],
                 rows,
                 "llrrrr",
             ),

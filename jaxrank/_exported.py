@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import jax
+import numpy as np
 
 __all__ = ["DISABLE_ENV", "call", "directory"]
 
@@ -80,7 +81,7 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
                 if hasattr(a, "sharding"))  # fmt: skip
     if where is None or multi:
         return jax.tree.leaves(fn(*args))
-    avals = jax.eval_shape(lambda *a: a, *leaves)
+    avals = [_aval(a) for a in leaves]  # without tracing: a warm call traces nothing
     sig = [(a.shape, str(a.dtype), bool(getattr(a, "weak_type", False))) for a in avals]
     backend = jax.default_backend()
     text = repr((name, static, str(tree), sig, jax.__version__, backend, _code_version()))
@@ -103,6 +104,15 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
         stored.__name__ = name  # the compiled module's name: jit_<name>, as the jitted function's
         run = _LOADED[key] = jax.jit(stored)
     return run(*leaves)
+
+
+def _aval(x) -> jax.ShapeDtypeStruct:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        weak = bool(getattr(x, "weak_type", False))
+        return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=weak)
+    # a Python scalar: weakly typed, in JAX's default dtype for its kind
+    dt = jax.dtypes.canonicalize_dtype(np.result_type(type(x)))
+    return jax.ShapeDtypeStruct((), dt, weak_type=not isinstance(x, bool))
 
 
 def _load(path: Path):
