@@ -132,10 +132,16 @@ def markdown(report: dict) -> str:
             f"{r['max_abs_coef_diff']:.1e} absolute, {r['max_rel_coef_diff']:.1e} relative to the "
             f"member's largest coefficient; {r['converged']} of {r['members']} members CONVERGED "
             f"(status counts {r['status_counts']}). A vmapped while loop lasts as long as its "
-            f"slowest member: the one call ran {r.get('newton_max', '?')} Newton / "
-            f"{r.get('cg_max', '?')} CG steps for all {r['members']} members, where the separate "
-            f"batched grids ran {r.get('separate_newton_max_sum', '?')} / "
-            f"{r.get('separate_cg_max_sum', '?')} in all (each grid as long as its slowest λ).",
+            "slowest member, and nested vmaps (σ² × folds × λ) run the pairwise operators "
+            "through JAX's generic batching (their native batch covers one vmap level): the one "
+            "call is slower than the separate batched grids."
+            + (
+                f" Steps: {r['newton_max']} Newton / {r['cg_max']} CG for all "
+                f"{r['members']} members, against {r['separate_newton_max_sum']} / "
+                f"{r['separate_cg_max_sum']} for the separate grids in all."
+                if "newton_max" in r
+                else ""
+            ),
         ]
     )
 
