@@ -129,6 +129,16 @@ jaxrank.pairwise_loss (value + gradient, masked and unmasked) against rax's pair
 naive pair-matrix loss at n = 10³-10⁶ scores, 5 % and 0.5 % positives (issue 28).
 $ python bench/losses.py --out bench/results/losses.json
 
+export_latency | A fit in a second process: stored jax.export programs
+The 16-λ fit at m = 1000 in fresh processes with the stored `jax.export` programs on and off: second
+process against a warm fit, first-ever fit against 16 SVC-W fits (issue 29).
+$ python bench/export_latency.py --save
+
+core_sweep | The σ² × folds × λ table as one vmapped call of the core
+`jax.jit(jax.vmap(fit_core))` over 8 σ² × 5 folds × 16 λ at m = 1000 against the separate fits
+(issue 29).
+$ python bench/core_sweep.py --save
+
 keel_wide | RankRCClassifierCV against tuned baselines on every KEEL set
 RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, RankSVM, SVC-W
 with C and γ by GridSearchCV, XGBoost and a weighted logistic regression on every KEEL set of

@@ -37,6 +37,13 @@ def _controller():
     except ImportError:  # optional: scikit-learn installs it
         return None
     try:
+        # XLA:CPU's LAPACK calls (the fit's Cholesky and eigensolves, jaxrank._fitting) run on
+        # the OpenBLAS that scipy bundles, which jaxlib loads on its first linear-algebra op:
+        # load it now, so that the controller, made once, covers it too
+        import scipy.linalg.cython_lapack  # noqa: F401
+    except ImportError:
+        pass
+    try:
         return ThreadpoolController()
     except Exception:  # an unusual BLAS build threadpoolctl cannot inspect: leave it alone
         return None

@@ -34,6 +34,7 @@ from jaxrank._fitting import (
 )
 from jaxrank._validation import check_lam, check_X, check_X_y
 from jaxrank.bases import auto_basis
+from jaxrank.core import require_concrete
 from jaxrank.greedy import fit_greedy
 from jaxrank.l1 import fit_l1
 from jaxrank.model import ConvergenceWarning, RankModel
@@ -160,6 +161,8 @@ def fit(
     Raises:
       ValueError: on bad input (NaN/inf, one class, labels not two-valued, length mismatch,
         λ ≤ 0, empty or non-2-D ``X``).
+      TypeError: a traced argument (inside ``jax.jit``, ``jax.vmap``, ``jax.grad``): use the pure
+        core :func:`jaxrank.core.fit_core` there (docs/core.md).
 
     Warns:
       ConvergenceWarning: when some λ stopped before ``tol`` (status in ``model.info.status``).
@@ -180,6 +183,9 @@ def fit(
             chains=chains, precondition=precondition, dtype=dtype, memory_budget=memory_budget,
             init=init, max_kernel_bytes=max_kernel_bytes,
         )  # fmt: skip
+    require_concrete(
+        "fit", X=X, y=y, lam=lam, eps=eps, tol=tol, kernel=kernel, init=init, n_basis=n_basis
+    )
     # the options each fitter shares with fit, in groups: every fitter's, the Newton solver's
     # (not fit_l1's: FISTA), and the biclass fitters' (not fit_greedy's: a grown basis)
     common = dict(kernel=kernel, eps=eps, tol=tol, dtype=dtype, memory_budget=memory_budget)

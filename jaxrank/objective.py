@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import _buckets, pairwise
 from jaxrank import kernels as _kernels
+from jaxrank import pairwise
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank.losses import PiecewiseQuadratic
 
@@ -184,78 +184,56 @@ def pair_curvature(w: pairwise.Windows, loss: PiecewiseQuadratic, n_pairs) -> ja
     return 2 * loss.q * nq / jnp.asarray(n_pairs, nq.dtype)
 
 
-def moment_gram(K: jax.Array, counts, pairs, cap: int = 16384, starts=None) -> np.ndarray:
+def moment_gram(K, counts, pairs, *, sizes=None, starts=None, cap: int = 16384) -> jax.Array:
     """``G = Σ_{(r,s)∈pairs} Σ_{i∈r, j∈s} (k_i − k_j)(k_i − k_j)ᵀ / Σ_{(r,s)} m_r m_s``.
 
-    The data Hessian of a pairwise objective with every pair on a unit-curvature piece, from
-    per-group moments ``S1_g = Σ_{i∈g} k_i`` and ``S2_g = Σ_{i∈g} k_i k_iᵀ``::
+    The data Hessian of a pairwise objective with every pair on a unit-curvature piece. With the
+    per-group means ``μ_g`` and covariances ``C_g`` of the kernel rows ``k_i``::
 
-        Σ_{i∈r, j∈s} (k_i − k_j)(k_i − k_j)ᵀ = m_s S2_r + m_r S2_s − S1_r S1_sᵀ − S1_s S1_rᵀ
+        Σ_{i∈r, j∈s} (k_i − k_j)(k_i − k_j)ᵀ = m_r m_s (C_r + C_s + (μ_r − μ_s)(μ_r − μ_s)ᵀ)
 
-    (for two classes, ``G = C_+ + C_− + (μ_+ − μ_−)(μ_+ − μ_−)ᵀ``). ``S2_g`` of a group larger
-    than ``cap`` rows is estimated from ``cap`` evenly strided rows (it only shapes a
-    preconditioner); ``S1_g`` is exact.
+    (for two classes, ``G = C_+ + C_− + (μ_+ − μ_−)(μ_+ − μ_−)ᵀ``). ``C_g`` is formed from rows
+    centred on ``μ_g`` (no cancellation of large second moments in float32); a group occupying
+    more than ``cap`` rows is estimated from ``cap`` evenly strided rows (it only shapes a
+    preconditioner), ``μ_g`` is exact. In JAX, so it runs inside the compiled fit.
 
     Args:
-      K: ``(m_pad, |R|)`` kernel block.
-      counts: rows per group; ``pairs``: ``(r, s)`` group pairs the objective compares.
-      cap: most rows per group in ``S2_g``.
+      K: ``(m_pad, |R|)`` kernel block (stored, :class:`~jaxrank.kernels.DualBlock` or
+        :class:`~jaxrank.kernels.StreamedBlock`).
+      counts: real rows per group (may be traced); ``pairs``: ``(r, s)`` group pairs the
+        objective compares.
+      sizes: rows each group occupies in ``K`` (static; real rows first); default ``counts``.
       starts: first row of each group in ``K``; default: the groups stored consecutively from
-        row 0 (padded layouts of shape buckets give their own).
+        row 0.
+      cap: most rows per group in ``C_g``.
 
     Returns:
-      ``(|R|, |R|)`` float64 host array.
+      ``(|R|, |R|)`` in ``K``'s dtype.
     """
-    counts = [int(c) for c in counts]
+    sizes = tuple(int(c) for c in (counts if sizes is None else sizes))
     if starts is None:
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     starts = [int(v) for v in starts]
-    ind = np.zeros((len(counts), K.shape[0]), np.float64)
-    for g, (s0, m_g) in enumerate(zip(starts, counts, strict=True)):
-        ind[g, s0 : s0 + m_g] = 1.0
-    S1 = np.asarray(_jit_rmatmul(_buckets.put(ind, K.dtype), K), np.float64)
-    S2 = []
-    for s0, m_g in zip(starts, counts, strict=True):
-        take = min(m_g, cap)
-        rows = s0 + (np.arange(take, dtype=np.int64) * m_g) // take
-        # padded to a bucket (weight 0) so that a new group size of the bucket reuses the program
-        size = _buckets.bucket(take)
-        w = np.zeros(size, np.float64)
-        w[:take] = 1.0
-        rows = np.concatenate([rows, np.full(size - take, s0)]).astype(np.int32)
-        S2_g = _weighted_gram(K, _buckets.put(rows), _buckets.put(w, K.dtype))
-        S2.append(np.asarray(S2_g, np.float64) * (m_g / take))
-    G = np.zeros_like(S2[0])
-    total = 0.0
+    dt = K.dtype
+    m_rows = K.shape[0]
+    row = jnp.arange(m_rows, dtype=jnp.int32)
+    counts = [jnp.asarray(c, jnp.int32) for c in counts]
+    ind = jnp.stack([(row >= s0) & (row < s0 + c) for s0, c in zip(starts, counts, strict=True)])
+    mcount = [jnp.maximum(c, 1).astype(dt) for c in counts]
+    S1 = _kernels.rmatmul(ind.astype(dt), K)
+    mu = [S1[g] / mcount[g] for g in range(len(counts))]
+    C = []
+    for g, (s0, size) in enumerate(zip(starts, sizes, strict=True)):
+        take = min(size, cap)
+        rows = s0 + (np.arange(take, dtype=np.int64) * size) // take
+        w = (jnp.asarray(rows - s0, jnp.int32) < counts[g]).astype(dt)
+        Kc = (_kernels.take_rows(K, jnp.asarray(rows, jnp.int32)) - mu[g]) * w[:, None]
+        C.append(_mm(Kc.T, Kc) / jnp.maximum(jnp.sum(w), 1))
+    G = jnp.zeros_like(C[0])
+    total = jnp.zeros((), dt)
     for r, s_ in pairs:
-        m_r, m_s = float(counts[r]), float(counts[s_])
-        cross = np.outer(S1[r], S1[s_])
-        G += m_s * S2[r] + m_r * S2[s_] - cross - cross.T
-        total += m_r * m_s
+        w_rs = mcount[r] * mcount[s_]
+        delta = mu[r] - mu[s_]
+        G = G + w_rs * (C[r] + C[s_] + jnp.outer(delta, delta))
+        total = total + w_rs
     return G / total
-
-
-@jax.jit
-def _jit_rmatmul(G, K):
-    return _kernels.rmatmul(G, K)
-
-
-#: Rows of ``K`` gathered at a time by :func:`moment_gram`'s second moments.
-_GRAM_ROWS = 1024
-
-
-@jax.jit
-def _weighted_gram(K, rows, w):
-    # Σ_t w_t k_t k_tᵀ over the rows ``rows`` of K, _GRAM_ROWS rows at a time, so the gathered
-    # rows never exist at once (16384 rows of a 2000-column float64 block are 262 MB, and a
-    # block split over processes would hold them on every process)
-    c = min(rows.shape[0], _GRAM_ROWS)
-    pad = -rows.shape[0] % c
-    rows, w = jnp.pad(rows, (0, pad)), jnp.pad(w, (0, pad))  # weight 0: no contribution
-
-    def step(acc, part):
-        Ks = _kernels.take_rows(K, part[0])
-        return acc + _mm((Ks * part[1][:, None]).T, Ks), None
-
-    init = jnp.zeros((K.shape[1], K.shape[1]), K.dtype)
-    return jax.lax.scan(step, init, (rows.reshape(-1, c), w.reshape(-1, c)))[0]

@@ -245,9 +245,11 @@ def test_second_process_loads_the_solver(tmp_path):
     cache = Path(first["dir"])
     assert cache == tmp_path / "xdg" / "jaxrank" / "jax"
     entries = [p for p in cache.iterdir() if p.name.endswith("-cache")]
-    assert "jit_solve" not in first["hits"] and entries
+    # the fit's compiled program (jaxrank._fitting.fit_block, through its stored jax.export
+    # program: jaxrank._exported)
+    assert "jit_fit_block" not in first["hits"] and entries
     second = _run(_FIT, env, cwd=tmp_path)
-    assert "jit_solve" in second["hits"], second["hits"]
+    assert "jit_fit_block" in second["hits"], second["hits"]
 
 
 def test_bound_compiled_programs_drops_only_jaxranks_programs_above_the_limit(monkeypatch):

@@ -67,7 +67,7 @@ def _run(path, monkeypatch, *, matplotlib: bool, promotion: str = "strict") -> d
 
 
 def test_notebooks_exist():
-    assert {"quickstart", "paper_walkthrough", "auc_network"} <= set(NOTEBOOKS)
+    assert {"quickstart", "paper_walkthrough", "auc_network", "implicit_tuning"} <= set(NOTEBOOKS)
 
 
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
@@ -131,6 +131,15 @@ def test_auc_network_runs(monkeypatch):
     assert curve[-1] < curve[0] and res["jaxrank pairwise"]["test_auc"] > 0.55
     if ns["rax"] is not None:  # the same pairs, the same hinge: the same network trains alike
         assert res["rax pairwise hinge"]["test_auc"] > 0.55
+
+
+def test_implicit_tuning_runs(monkeypatch):
+    ns = _run(NOTEBOOKS["implicit_tuning"], monkeypatch, matplotlib=True)
+    # the implicit derivative is the finite difference of the (tightly solved) fit
+    assert float(ns["g0"][0]) == pytest.approx(float(ns["fd"]), rel=1e-3)
+    path, grid_auc = ns["path"], ns["grid_auc"]
+    assert path[-1, 2] > path[0, 2]  # gradient steps raised the validation AUC
+    assert grid_auc.shape == (4, 5) and 0.5 < ns["grid_best"][2] <= 1
 
 
 def test_quickstart_runs_without_matplotlib(monkeypatch):

@@ -1,0 +1,133 @@
+"""Compiled fits a later process reuses without tracing or lowering them: ``jax.export``.
+
+JAX's persistent compilation cache (:mod:`jaxrank._cache`) keeps executables, but a new process
+still traces the Python function and lowers it to StableHLO before it can look one up: for the
+16-λ fit at m = 1000 that was 437 ms of a 620 ms second-process fit (issue 16). :func:`call`
+runs a jitted function through a ``jax.export`` program stored beside that cache (in its
+subdirectory ``jaxrank-exported``), keyed by the function, its static options, the argument
+shapes, dtypes and tree, the JAX version, the platform and a hash of jaxrank's own source (a
+program stored by other code is never used): a later process deserialises it
+(milliseconds), and the executable it compiles to comes from the persistent cache.
+
+Used only where it can help and is safe: with the persistent cache on (a directory to store
+into), single-device arguments, and ``flatbuffers`` installed (``jax.export``'s serialisation
+needs it); otherwise the function is called directly. ``JAXRANK_NO_EXPORT=1`` turns it off. A
+stored program that cannot be read (another JAX, a damaged file) is exported again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+__all__ = ["DISABLE_ENV", "call", "directory"]
+
+#: Environment variable that turns the exported programs off (``1``).
+DISABLE_ENV = "JAXRANK_NO_EXPORT"
+
+_LOADED: dict[str, object] = {}
+
+
+@functools.cache
+def _serialisable() -> bool:
+    try:
+        import flatbuffers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.cache
+def _code_version() -> str:
+    # the package's own source: a stored program is only valid for the code that traced it
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def directory() -> Path | None:
+    """Where exported programs are stored: ``<compilation cache>/jaxrank-exported``, or
+    ``None`` (no persistent cache, ``JAXRANK_NO_EXPORT=1`` or no ``flatbuffers``)."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0") or not _serialisable():
+        return None
+    cache = jax.config.jax_compilation_cache_dir
+    return None if not cache else Path(cache) / "jaxrank-exported"
+
+
+def call(name: str, fn, args: tuple, static: tuple = ()):
+    """``jax.tree.leaves(fn(*args))`` through a stored ``jax.export`` program when possible.
+
+    Args:
+      name: a stable name of ``fn`` (part of the key).
+      fn: a function of array pytrees (its static options bound, e.g. by ``functools.partial``;
+        their values go in ``static``).
+      args: its arguments (pytrees of arrays and Python scalars, on one device).
+      static: hashable values the program depends on beyond the arguments' shapes and dtypes.
+
+    Returns:
+      The output's leaves, in ``jax.tree.leaves`` order.
+    """
+    leaves, tree = jax.tree.flatten(args)
+    where = directory()
+    multi = any(len(getattr(a, "sharding", None).device_set) > 1 for a in leaves
+                if hasattr(a, "sharding"))  # fmt: skip
+    if where is None or multi:
+        return jax.tree.leaves(fn(*args))
+    avals = [_aval(a) for a in leaves]  # without tracing: a warm call traces nothing
+    sig = [(a.shape, str(a.dtype), bool(getattr(a, "weak_type", False))) for a in avals]
+    backend = jax.default_backend()
+    text = repr((name, static, str(tree), sig, jax.__version__, backend, _code_version()))
+    key = hashlib.sha256(text.encode()).hexdigest()[:40]
+    run = _LOADED.get(key)
+    if run is None:
+        exp = _load(where / f"{key}.jaxexport")
+        if exp is None:
+
+            def flat(*xs):
+                return jax.tree.leaves(fn(*jax.tree.unflatten(tree, xs)))
+
+            flat.__name__ = name
+            exp = jax.export.export(jax.jit(flat))(*avals)
+            _store(where / f"{key}.jaxexport", exp.serialize())
+
+        def stored(*xs, exp=exp):
+            return exp.call(*xs)
+
+        stored.__name__ = name  # the compiled module's name: jit_<name>, as the jitted function's
+        run = _LOADED[key] = jax.jit(stored)
+    return run(*leaves)
+
+
+def _aval(x) -> jax.ShapeDtypeStruct:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        weak = bool(getattr(x, "weak_type", False))
+        return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=weak)
+    # a Python scalar: weakly typed, in JAX's default dtype for its kind
+    dt = jax.dtypes.canonicalize_dtype(np.result_type(type(x)))
+    return jax.ShapeDtypeStruct((), dt, weak_type=not isinstance(x, bool))
+
+
+def _load(path: Path):
+    try:
+        return jax.export.deserialize(bytearray(path.read_bytes()))
+    except Exception:  # absent, unreadable, or from another JAX: export again
+        return None
+
+
+def _store(path: Path, blob: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
+    except OSError:
+        pass  # a read-only or full cache directory: the program is simply not stored
