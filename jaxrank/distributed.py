@@ -81,11 +81,25 @@ _SUMMARY_BYTES = 4096
 
 
 class InputMismatchError(ValueError):
-    """The processes of a multi-process fit were given inputs that do not fit together."""
+    """The processes of a multi-process fit were given inputs that do not fit together.
+
+    Raised on every process, before any work, naming the process that differs.
+
+    Example:
+      >>> import jaxrank
+      >>> issubclass(jaxrank.distributed.InputMismatchError, ValueError)
+      True
+    """
 
 
 class ProcessLostError(RuntimeError):
-    """A process of a multi-process fit died or stopped answering during the fit."""
+    """A process of a multi-process fit died or stopped answering during the fit.
+
+    Example:
+      >>> import jaxrank
+      >>> issubclass(jaxrank.distributed.ProcessLostError, RuntimeError)
+      True
+    """
 
 
 def initialize(
@@ -112,6 +126,16 @@ def initialize(
         100 s; a lost process is named within about this time).
       shutdown_timeout_seconds, initialization_timeout: as in ``jax.distributed.initialize``.
       **kwargs: passed on (``local_device_ids``, ``cluster_detection_method``, ...).
+
+    Example (the environment ``python -m jaxrank.launch`` sets for each process; in a script,
+    ``jaxrank.distributed.initialize()`` is the first call)::
+
+        import jaxrank
+        jaxrank.distributed.initialize()
+
+      >>> from jaxrank import distributed
+      >>> distributed.ENV_NUM_PROCESSES, distributed.ENV_PROCESS_ID
+      ('JAXRANK_NUM_PROCESSES', 'JAXRANK_PROCESS_ID')
     """
     env = os.environ
     if num_processes is None and env.get(ENV_NUM_PROCESSES):
@@ -138,7 +162,13 @@ def mesh() -> jax.sharding.Mesh:
 
 
 def is_global(X) -> bool:
-    """Whether ``X`` is a ``jax.Array`` spread over several processes."""
+    """Whether ``X`` is a ``jax.Array`` spread over several processes.
+
+    Example:
+      >>> import numpy as np
+      >>> is_global(np.ones(3)), is_global(global_rows(np.ones((2, 1))))  # one process here
+      (False, False)
+    """
     return isinstance(X, jax.Array) and not X.is_fully_addressable
 
 
@@ -152,6 +182,13 @@ def global_rows(X_local, y_local=None):
 
         Xg, yg = jaxrank.distributed.global_rows(X_mine, y_mine)
         model = jaxrank.fit(Xg, yg, 1e-3)   # the same model on every process
+
+      In one process (the global array is then this process's rows):
+
+      >>> import numpy as np
+      >>> Xg, yg = global_rows(np.arange(8.0).reshape(4, 2), np.array([1, 0, 0, 0]))
+      >>> Xg.shape, yg.shape
+      ((4, 2), (4,))
     """
     m = mesh()
     out = []
@@ -163,7 +200,13 @@ def global_rows(X_local, y_local=None):
 
 
 def local_rows(A) -> np.ndarray:
-    """This process's rows of a global array split by rows (its shards, in row order)."""
+    """This process's rows of a global array split by rows (its shards, in row order).
+
+    Example (one process: every row is its own):
+      >>> import numpy as np
+      >>> local_rows(global_rows(np.arange(6.0).reshape(3, 2))).tolist()
+      [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    """
     if not isinstance(A, jax.Array) or A.is_fully_addressable:
         return np.asarray(A)
     spec = getattr(A.sharding, "spec", None)
@@ -211,7 +254,12 @@ def gather_rows(a: np.ndarray) -> list[np.ndarray]:
 
 def gather_json(summary: dict) -> list[dict]:
     """Every process's ``summary`` (a JSON-serialisable dict of at most a few KiB), in process
-    order: a collective."""
+    order: a collective.
+
+    Example (one process):
+      >>> gather_json({"features": 5})
+      [{'features': 5}]
+    """
     raw = json.dumps(summary, sort_keys=True).encode()
     if len(raw) > _SUMMARY_BYTES:  # a long error message: keep its start
         summary = dict(summary, error=str(summary.get("error"))[:1000])
@@ -433,6 +481,11 @@ def rare_mask(y_local) -> np.ndarray:
     Raises:
       InputMismatchError: on every process, when some process's labels are refused or all
         labels together are not two-valued with a rare class (the message names the process).
+
+    Example (one process):
+      >>> import numpy as np
+      >>> rare_mask(np.array([1, -1, -1])).tolist()
+      [True, False, False]
     """
     summary: dict[str, Any] = {"error": None}
     labels = None

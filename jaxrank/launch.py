@@ -51,6 +51,14 @@ def launch(
 ) -> int:  # fmt: skip
     """Run ``[sys.executable, *argv]`` as ``n`` processes of one job; returns the job's status
     (0, or the first non-zero exit status; a process killed by signal ``s`` counts ``128 + s``).
+
+    Each process gets ``JAX_COORDINATOR_ADDRESS``, ``JAXRANK_NUM_PROCESSES`` and
+    ``JAXRANK_PROCESS_ID`` (read by :func:`jaxrank.distributed.initialize`).
+
+    Example:
+      >>> code = "import os; assert os.environ['JAXRANK_NUM_PROCESSES'] == '2'"
+      >>> launch(2, ["-c", code], prefix=False)
+      0
     """
     if n < 1:
         raise ValueError(f"the number of processes must be >= 1, got {n}.")
@@ -98,6 +106,13 @@ def launch(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m jaxrank.launch -n N [--port P] [--grace S] (script.py | -m module) [args]``:
+    :func:`launch` from the command line; returns the job's exit status.
+
+    Example:
+      >>> main(["-n", "1", "-m", "abc"])  # a module that prints nothing
+      0
+    """
     parser = argparse.ArgumentParser(
         prog="python -m jaxrank.launch",
         description="Run a script as N local processes of one jax.distributed job (CPU, gloo).",

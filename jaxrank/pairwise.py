@@ -48,7 +48,9 @@ from jaxrank.losses import PiecewiseQuadratic
 __all__ = ["Windows", "hvp", "value_and_grad", "windows"]
 # The building blocks below without a leading underscore (flat_take, window_sums, prefix_sum,
 # unsort, row_sum, windows_b, loss_col, batched, real_counts) are shared with the push loss
-# (jaxrank.push), which is built over the same sorted windows; they are not part of __all__.
+# (jaxrank.push), which is built over the same sorted windows, and (value_and_grad_b, hvp_b,
+# segment_bounds, window_weights, bisect_rows, windows_b) with the public loss of
+# jaxrank.ranking; they are not part of __all__.
 
 
 class Windows(NamedTuple):
@@ -325,7 +327,7 @@ def windows_b(
         ab = _searchsorted_rows(fp_sorted, q, n_valid)
         a, b = ab[:, : fn.shape[1]], ab[:, fn.shape[1] :]
     else:
-        a, b, start = _segment_bounds(fp_sorted, seg, fn, lo, n_valid)
+        a, b, start = segment_bounds(fp_sorted, seg, fn, lo, n_valid)
     sp = fp_sorted - shift
     fn = fn - shift
     active = b > a
@@ -344,7 +346,7 @@ def windows_b(
     return (w, sq) if with_sq else w
 
 
-def _segment_bounds(fp_sorted, seg, fn, lo, n_valid):
+def segment_bounds(fp_sorted, seg, fn, lo, n_valid):
     # Per negative j of segment s_j: start_j, a_j, b_j = the number of sorted positives below
     # (s_j, −∞), (s_j, f_j + lo) and (s_j, f_j + 1) in (segment, score) order, over the first
     # n_valid positives (the rest is padding). A padded negative (segment −1) gets the empty
@@ -390,7 +392,7 @@ def loss_col(v, dt):
     return v[:, None] if v.ndim else v
 
 
-def _value_and_grad_b(fp, fn, loss, counts=None, **opts):
+def value_and_grad_b(fp, fn, loss, counts=None, **opts):
     # opts: wp, wn, seg, presorted of windows_b (weighted pairs, segments, sorted input)
     w, sq = windows_b(fp, fn, loss, with_sq=True, counts=counts, **opts)
     dt = fp.dtype
@@ -402,7 +404,7 @@ def _value_and_grad_b(fp, fn, loss, counts=None, **opts):
     P1a = flat_take(P1, w.a)
     S1 = flat_take(P1, w.b) - P1a
     S2 = flat_take(P2, w.b) - flat_take(P2, w.a)
-    af, nqn = _window_weights(w, dt)
+    af, nqn = window_weights(w, dt)
     if w.start is not None:
         P1a = P1a - flat_take(P1, w.start)
     u = w.fn
@@ -427,7 +429,7 @@ def _unsort(order, x_sorted):
     return x_sorted if order is None else unsort(order, x_sorted)
 
 
-def _window_weights(w: Windows, dt):
+def window_weights(w: Windows, dt):
     # Per negative: the (weighted) number of positives in its linear window [start, a) and in
     # its quadratic window [a, b).
     if w.wp is None:
@@ -439,12 +441,12 @@ def _window_weights(w: Windows, dt):
     return af, flat_take(W, w.b) - Wa
 
 
-def _hvp_b(w: Windows, dp, dn, loss):
+def hvp_b(w: Windows, dp, dn, loss):
     dt = dp.dtype
     q2 = 2 * loss_col(loss.q, dt)
     ds = dp if w.order is None else jnp.take_along_axis(dp, w.order, axis=-1)
     DP = prefix_sum(ds if w.wp is None else w.wp * ds)
-    nqn = _window_weights(w, dt)[1]
+    nqn = window_weights(w, dt)[1]
     h_neg = q2 * (nqn * dn - (flat_take(DP, w.b) - flat_take(DP, w.a)))
     dq = jnp.where(w.active, dn if w.wn is None else w.wn * dn, 0)
     sd = jnp.where(w.nq > 0, _in_window(w.a, w.b, dq, dp.shape[1]), 0)  # as sq above
@@ -480,8 +482,8 @@ def batched(impl):
 
 
 _windows = batched(lambda fp, fn, loss, counts: windows_b(fp, fn, loss, counts=counts))
-_value_and_grad = batched(_value_and_grad_b)
-_hvp = batched(_hvp_b)
+_value_and_grad = batched(value_and_grad_b)
+_hvp = batched(hvp_b)
 
 
 def real_counts(n_pos, n_neg):

@@ -166,7 +166,7 @@ def _lexsort(*args):
 
 def _value_grad_windows(s, pos, keep, seg, w, loss):
     lay = _Layout(s, pos, keep, seg, w)
-    value, gp, gn, win = _pw._value_and_grad_b(lay.fp, lay.fn, loss, lay.counts(), **lay.opts())
+    value, gp, gn, win = _pw.value_and_grad_b(lay.fp, lay.fn, loss, lay.counts(), **lay.opts())
     return value, lay.sorted_to_entries(gp, gn), win, lay
 
 
@@ -193,7 +193,7 @@ def _sum_loss_value_grad_jvp(primals, tangents):
     t = tangents[0]
     value, g, win, lay = _value_grad_windows(s, pos, keep, seg, w, loss)
     tp, tn = lay.entries_to_sorted(t)
-    hp, hn = _pw._hvp_b(win, tp, tn, loss)
+    hp, hn = _pw.hvp_b(win, tp, tn, loss)
     return (value, g), (jnp.sum(g * t, axis=-1), lay.sorted_to_entries(hp, hn))
 
 
@@ -206,8 +206,8 @@ def _pair_weight(pos, keep, seg, w, dt):
         return wp * wn
     # per negative: the (weighted) positives of its segment, [below (s, −∞), below (s + 1, −∞))
     lay = _Layout(jnp.zeros(pos.shape, dt), pos, keep, seg, w)
-    begin = _pw._segment_bounds(lay.fp, lay.seg, lay.fn, -jnp.inf, lay.n_pos)[2]
-    end = _pw._segment_bounds(lay.fp, lay.next_segment(), lay.fn, -jnp.inf, lay.n_pos)[2]
+    begin = _pw.segment_bounds(lay.fp, lay.seg, lay.fn, -jnp.inf, lay.n_pos)[2]
+    end = _pw.segment_bounds(lay.fp, lay.next_segment(), lay.fn, -jnp.inf, lay.n_pos)[2]
     W = _positive_prefix(lay, dt)
     per_neg = _pw.flat_take(W, end) - _pw.flat_take(W, begin)
     if lay.wn is not None:
@@ -313,7 +313,7 @@ def _per_entry(s, pos, keep, seg, w, loss):
     dt = s.dtype
     wsp = win.sp if win.wp is None else win.wp * win.sp
     P1, P2 = _pw.prefix_sum(wsp), _pw.prefix_sum(wsp * win.sp)
-    af, nqn = _pw._window_weights(win, dt)
+    af, nqn = _pw.window_weights(win, dt)
     P1a = _pw.flat_take(P1, win.a)
     if win.start is not None:
         P1a = P1a - _pw.flat_take(P1, win.start)

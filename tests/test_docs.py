@@ -52,6 +52,7 @@ OUTSIDE = (
 )
 # a relative path to a Markdown, Python or notebook file, in prose, code or a Markdown link
 PATH = re.compile(r"(?<![\w/.\-~$])((?:\.\.?/)*(?:[\w.\-]+/)*[\w\-]+\.(?:md|py|ipynb))(?![\w/])")
+USER_FILES = {"script.py", "my_script.py"}  # the user's file in a usage line, not ours
 TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".toml", ".txt", ".cfg", ".yml", ".yaml", ".rst", ""}
 
 
@@ -77,7 +78,9 @@ def dangling_references(text: str, where: str, files: set[str]) -> list[str]:
 
     A path resolves against the file's own folder or the repository root; a bare name (no
     folder) against any file of that name. Not references: a path joined in code
-    (``tmp_path / "x.py"``: a file a test writes) and a placeholder (``bench/NAME.py``).
+    (``tmp_path / "x.py"``: a file a test writes), a placeholder (``bench/NAME.py``) and the
+    user's own script in a usage line (:data:`USER_FILES`: ``python -m jaxrank.launch -n 4
+    script.py``).
     """
     names = {posixpath.basename(f) for f in files}
     folder = posixpath.dirname(where)
@@ -86,7 +89,7 @@ def dangling_references(text: str, where: str, files: set[str]) -> list[str]:
         ref = m.group(1)
         if re.search(r"/\s*[\"']$", text[max(0, m.start() - 4) : m.start()]):
             continue
-        if any(part.isupper() for part in re.split(r"[/.]", ref)):
+        if any(part.isupper() for part in re.split(r"[/.]", ref)) or ref in USER_FILES:
             continue
         if "/" not in ref:
             ok = ref in names
