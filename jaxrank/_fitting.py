@@ -716,7 +716,7 @@ def prepare_basis(K, B, kernel, n_basis, layout, precondition: str, depth):
     rounding floor ``eps·depth·max(k_max, 1)`` (``depth = √block + √(m_pad/block)``): the
     gradient is a difference of two sums over m rows (positives pull, negatives push) that cancel
     at the optimum; with the two-level product their rounding error is about that
-    (≈ 2e-6 in float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, DESIGN §5).
+    (≈ 2e-6 in float32 at m = 10⁵; a one-pass sum would give eps·√m ≈ 2e-5, docs/design.md §5).
 
     Everything is traced (no host LAPACK), so a fit batches under ``jax.vmap`` over σ², folds or
     data sets with its preconditioner.

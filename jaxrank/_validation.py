@@ -248,7 +248,7 @@ class PrecisionWarning(UserWarning):
       >>> import numpy as np
       >>> import jaxrank
       >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
-      >>> X = np.asarray(X, np.float64) + 1e9  # a large offset: float32 keeps ~2 digits of spread
+      >>> X = np.asarray(X, np.float64) + 1e7  # a large offset: float32 steps are 1 there
       >>> with warnings.catch_warnings(record=True) as caught:
       ...     warnings.simplefilter("always")
       ...     _ = jaxrank.fit_rankrc(X, y, 1.0)

@@ -174,6 +174,9 @@ def fit(
       >>> model.decision_function(X).shape
       (2, 300)
     """
+    require_concrete(
+        "fit", X=X, y=y, lam=lam, eps=eps, tol=tol, kernel=kernel, init=init, n_basis=n_basis
+    )
     if _distributed.is_global(X):  # rows spread over processes (jaxrank.distributed)
         if penalty != "l2" or p is not None:
             raise ValueError("a multi-process fit supports penalty='l2' without the p-norm push.")
@@ -183,9 +186,6 @@ def fit(
             chains=chains, precondition=precondition, dtype=dtype, memory_budget=memory_budget,
             init=init, max_kernel_bytes=max_kernel_bytes,
         )  # fmt: skip
-    require_concrete(
-        "fit", X=X, y=y, lam=lam, eps=eps, tol=tol, kernel=kernel, init=init, n_basis=n_basis
-    )
     # the options each fitter shares with fit, in groups: every fitter's, the Newton solver's
     # (not fit_l1's: FISTA), and the biclass fitters' (not fit_greedy's: a grown basis)
     common = dict(kernel=kernel, eps=eps, tol=tol, dtype=dtype, memory_budget=memory_budget)

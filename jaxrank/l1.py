@@ -468,13 +468,14 @@ def l1_max(
     A μ grid for :func:`fit_l1` is usually ``μ_max · 2^{−k}``; arguments as in :func:`fit_l1`.
 
     Example:
+      >>> import numpy as np
       >>> import jaxrank
       >>> from jaxrank.l1 import l1_max
       >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
       >>> mu = l1_max(X, y)
-      >>> model = jaxrank.fit_l1(X, y, l1=1.01 * mu)  # above μ_max: β = 0
-      >>> int(model.info.n_nonzero)
-      0
+      >>> path = jaxrank.fit_l1(X, y, l1=mu * 2.0 ** -np.arange(0.0, 3.0))  # from μ_max down
+      >>> [int(n) for n in path.info.n_nonzero][0], int(path.info.n_nonzero[-1]) > 0
+      (0, True)
     """
     X, pos = check_X_y(X, y)
     lam = _check_elastic(lam)

@@ -482,7 +482,9 @@ def test_fit_basis_auto_is_the_auto_basis(data):
 def test_search_refit_and_similar_sets_share_one_compiled_solver():
     import importlib
 
-    solve = importlib.import_module("jaxrank._fitting").solve
+    # the compiled fit (basis preparation + solver; jaxrank._exported runs it when the
+    # persistent cache is off, as here)
+    solve = importlib.import_module("jaxrank._fitting").fit_block
     X, y = datasets.make_rare_class(150, 0.12, 0.75, seed=3)
     n0 = solve._cache_size()
     _est(lams=(2.0**-8, 2.0**-2), sigma2_factors=(1.0,), basis="auto").fit(X, y)
