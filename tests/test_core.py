@@ -218,6 +218,7 @@ def test_jvp_is_implicit_not_the_truncated_loop(data, monkeypatch):
     assert float(jnp.max(jnp.abs(implicit - loop))) > 1e-2 * scale
 
 
+@pytest.mark.slow  # a subprocess with 4 CPU devices: kept out of the default run's budget
 def test_shard_map_on_four_devices():
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(Path(__file__).parent.parent))
     proc = subprocess.run(

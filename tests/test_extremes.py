@@ -123,7 +123,7 @@ def test_all_features_constant_all_scores_tied(data):
     nothing: a degenerate model is refused, not returned as CONVERGED (issue 31)."""
     _, y = data
     Xc = np.ones((M, 3))
-    with pytest.raises(ValueError, match="zero model .* every row of X is equal"):
+    with pytest.raises(ValueError, match=r"zero model .* every row of X is equal"):
         jaxrank.fit(Xc, y, 1e-2, **F64)
 
 

@@ -64,7 +64,14 @@ def test_extractor():
 
 
 @pytest.mark.parametrize(
-    "page,line,code", PAGE_BLOCKS, ids=[f"{page}:{line}" for page, line, _ in PAGE_BLOCKS]
+    "page,line,code",
+    # README's blocks in the default run; the documentation pages' (a subprocess each, 15-30 s)
+    # in the slow one, to keep the default run in its budget
+    [
+        pytest.param(page, line, code, marks=[pytest.mark.slow] if page != "README.md" else [])
+        for page, line, code in PAGE_BLOCKS
+    ],
+    ids=[f"{page}:{line}" for page, line, _ in PAGE_BLOCKS],
 )
 def test_block_runs_alone(page, line, code, tmp_path):
     script = tmp_path / f"block_{line}.py"
