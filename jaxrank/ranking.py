@@ -276,17 +276,8 @@ def pairwise_loss(
     if reduce not in _REDUCE:
         raise ValueError(f"reduce must be one of {_REDUCE}, got {reduce!r}.")
     lossq = _resolve_loss(loss, eps)
-    s = _float_scores(scores)
-    shape, n = s.shape, s.shape[-1]
-    if n == 0:
-        raise ValueError("scores has no entries (last axis of length 0).")
-    labels = _broadcast("labels", labels, shape)
-    pos = labels if labels.dtype == jnp.bool_ else labels > 0
-    keep = jnp.ones(shape, bool) if where is None else _broadcast("where", where, shape, bool)
-    w = None
-    if weights is not None:
-        w = jax.lax.stop_gradient(_broadcast("weights", weights, shape, s.dtype))
-    seg = None if segments is None else _broadcast("segments", segments, shape, jnp.int32)
+    s, pos, keep, w, seg = _arguments(scores, labels, where, weights, segments)
+    w = None if w is None else jax.lax.stop_gradient(w)
     lossq = jax.tree.map(lambda v: jax.lax.stop_gradient(jnp.asarray(v, s.dtype)), lossq)
     return _loss(s, pos, keep, seg, w, lossq, reduce)
 
@@ -347,16 +338,22 @@ def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> 
       >>> float(jaxrank.pairwise_auc(jnp.array([2.0, 0.5, 0.0, -1.0]), jnp.array([1, 0, 1, 0])))
       0.75
     """
+    s, pos, keep, w, seg = _arguments(scores, labels, where, weights, segments)
+    return _auc(jax.lax.stop_gradient(s), pos, keep, seg, w)
+
+
+def _arguments(scores, labels, where, weights, segments):
+    # (scores, positive mask, kept mask, weights or None, segments or None), all [..., n]
     s = _float_scores(scores)
-    shape, n = s.shape, s.shape[-1]
-    if n == 0:
+    shape = s.shape
+    if shape[-1] == 0:
         raise ValueError("scores has no entries (last axis of length 0).")
     labels = _broadcast("labels", labels, shape)
     pos = labels if labels.dtype == jnp.bool_ else labels > 0
     keep = jnp.ones(shape, bool) if where is None else _broadcast("where", where, shape, bool)
     w = None if weights is None else _broadcast("weights", weights, shape, s.dtype)
     seg = None if segments is None else _broadcast("segments", segments, shape, jnp.int32)
-    return _auc(jax.lax.stop_gradient(s), pos, keep, seg, w)
+    return s, pos, keep, w, seg
 
 
 @jax.jit
