@@ -24,10 +24,9 @@ import jax
 import numpy as np
 
 from jaxrank import distributed as _dist
-from jaxrank import kernels as _kernels
 from jaxrank import metrics
-from jaxrank._validation import check_key, check_lam, check_positive, check_X
-from jaxrank.select import SelectionResult, best_cell, stratified_folds
+from jaxrank._validation import check_key, check_lam, check_X
+from jaxrank.select import SelectionResult, best_cell, sigma2_kernels, stratified_folds
 
 __all__ = ["select_lambda"]
 
@@ -82,19 +81,7 @@ def select_lambda(
     fold_all = stratified_folds(pos_all, folds, key=fold_key)
     fold = fold_all[start : start + pos.size]
     k = int(folds)
-    if sigma2_grid is None:
-        sigma2s = None
-        kernel_list = [fit_kwargs.pop("kernel", None)]
-    else:
-        if fit_kwargs.get("kernel") is not None:
-            raise ValueError("sigma2_grid sets a Gaussian kernel: do not pass kernel= as well.")
-        fit_kwargs.pop("kernel", None)
-        sigma2s = np.atleast_1d(np.asarray(sigma2_grid, dtype=np.float64))
-        if sigma2s.ndim != 1 or sigma2s.size == 0:
-            raise ValueError(f"sigma2_grid must be a non-empty 1-D grid, got {sigma2_grid!r}.")
-        for s in sigma2s:
-            check_positive(s, "every sigma2_grid value")
-        kernel_list = [_kernels.gaussian(float(s)) for s in sigma2s]
+    sigma2s, kernel_list = sigma2_kernels(sigma2_grid, fit_kwargs)
 
     keys = jax.random.split(fit_key, k + 1)
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)

@@ -212,6 +212,29 @@ def best_cell(mean: np.ndarray, lams: np.ndarray, sigma2s: np.ndarray | None):
     return int(s), int(j)
 
 
+def sigma2_kernels(sigma2_grid, fit_kwargs: dict):
+    """``(sigma2s, kernels)`` a search runs over: the σ² grid as a float64 array and one Gaussian
+    kernel per value, or ``(None, [fit_kwargs' kernel])`` without a grid. Pops ``kernel`` from
+    ``fit_kwargs``; refuses a grid beside an explicit kernel, an empty or non-1-D grid, and a
+    value that is not positive.
+
+    Example:
+      >>> sigma2_kernels([1.0, 4.0], {})[1]
+      [Gaussian(sigma2=1.0), Gaussian(sigma2=4.0)]
+    """
+    if sigma2_grid is None:
+        return None, [fit_kwargs.pop("kernel", None)]
+    if fit_kwargs.get("kernel") is not None:
+        raise ValueError("sigma2_grid sets a Gaussian kernel: do not pass kernel= as well.")
+    fit_kwargs.pop("kernel", None)
+    sigma2s = np.atleast_1d(np.asarray(sigma2_grid, dtype=np.float64))
+    if sigma2s.ndim != 1 or sigma2s.size == 0:
+        raise ValueError(f"sigma2_grid must be a non-empty 1-D grid, got {sigma2_grid!r}.")
+    for s in sigma2s:
+        check_positive(s, "every sigma2_grid value")
+    return sigma2s, [_kernels.gaussian(float(s)) for s in sigma2s]
+
+
 def select_lambda(
     X,
     y,
@@ -276,19 +299,7 @@ def select_lambda(
             "select_lambda needs a named basis ('rare', 'all', 'random'): an index array names "
             "rows of the full X, which differ from the rows of each training fold."
         )
-    if sigma2_grid is None:
-        sigma2s = None
-        kernel_list = [fit_kwargs.pop("kernel", None)]
-    else:
-        if fit_kwargs.get("kernel") is not None:
-            raise ValueError("sigma2_grid sets a Gaussian kernel: do not pass kernel= as well.")
-        fit_kwargs.pop("kernel", None)
-        sigma2s = np.atleast_1d(np.asarray(sigma2_grid, dtype=np.float64))
-        if sigma2s.ndim != 1 or sigma2s.size == 0:
-            raise ValueError(f"sigma2_grid must be a non-empty 1-D grid, got {sigma2_grid!r}.")
-        for s in sigma2s:
-            check_positive(s, "every sigma2_grid value")
-        kernel_list = [_kernels.gaussian(float(s)) for s in sigma2s]
+    sigma2s, kernel_list = sigma2_kernels(sigma2_grid, fit_kwargs)
 
     keys = jax.random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)
