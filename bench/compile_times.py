@@ -24,7 +24,7 @@ import jaxrank
 #: Every jitted function a fit runs (missing ones are skipped: older jaxrank, before/after runs).
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax._src.dispatch
 ENTRY_POINTS = {
-    "jaxrank.fit": ("_solve", "_gram", "_weighted_gram", "_jit_rmatmul"),
+    "jaxrank._fitting": ("fit_block", "solve", "gram", "_psd_shift_jit", "_inverse_factor_jit"),
     "jaxrank.kernels": ("_block", "_transpose", "_stream"),
 }
 
@@ -46,7 +46,10 @@ def record(configs: dict) -> tuple[dict, dict]:
             saved.append((mod, attr, fn))
 
             def wrapper(*args, __fn=fn, __name=f"{mod_name}.{attr}", **kwargs):
-                calls.setdefault((__name, _signature(args, kwargs)), (__fn, args, kwargs, now[0]))
+                # a call while another program traces is part of that program, not one of its own
+                if not any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((args, kwargs))):
+                    key = (__name, _signature(args, kwargs))
+                    calls.setdefault(key, (__fn, args, kwargs, now[0]))
                 return __fn(*args, **kwargs)
 
             setattr(mod, attr, wrapper)

@@ -266,7 +266,8 @@ def markdown(result: dict) -> str:
         "passes × stream, FLOPs / GEMM rate), the classical roofline with the compute roof "
         "(GEMM rate: the best square float32 `A @ A`). stream = median of `jnp.sum(K)`, "
         "one read of the block. No paper numbers: seed 000 (eq. 18-20) states the O(m m+) cost "
-        "per product that these times check; the README target is Hv / (K@v + g@K) ≤ 2.5.",
+        "per product that these times check; the target is Hv / (K@v + g@K) ≤ 2.5 (one "
+        "Hessian-vector product at most 2.5 plain products).",
         "",
     ]
     header = "m | \\|R\\| | K | stream | GB/s | K@v | g@K | Hv | value+grad | Hv / (K@v + g@K)"
