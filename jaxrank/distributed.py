@@ -35,6 +35,7 @@ command line writes its model file after the fit returns, from process 0 only.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import hashlib
@@ -378,6 +379,7 @@ class _Rows:
         ``order[0]``, up to ``m_rows`` and the mesh's multiple) split by rows over the mesh, and
         the basis rows ``idx`` on the host (the hook :func:`jaxrank._fitting.fit_rows` calls)."""
         n_dev = self.mesh.shape[AXIS]
+        _release_host_memory()
         Xnat = self.natural()
         Bn = np.asarray(_gather(Xnat, self.to_natural(idx), _replicated(self.mesh)))
         Bp = np.empty((nb_pad, Bn.shape[1]), dt)
@@ -409,6 +411,25 @@ class _Rows:
                 kernel, Xo, Bp, self.mesh, AXIS, multiple=block, n_basis=len(idx)
             )
         return K, Bn
+
+
+def _release_host_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; elsewhere a
+    no-op). XLA's compiler frees what it allocates, but glibc keeps the pages: a few hundred
+    MiB per process after the solver compiles (measured: 337 MiB at m = 10⁵, P = 4), which the
+    block built next (allocated apart, by ``mmap``) would add to instead of reuse."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
 
 
 def _replicated(mesh):
