@@ -115,18 +115,123 @@ def worker(args) -> dict:
     }
 
 
-def run_job(m: int, P: int, args) -> list[dict]:
-    """Run one job (P processes) and return every process's row."""
+def _init(args):
+    import jax
+
+    if args.processes > 1:
+        import jaxrank.distributed as dist
+
+        dist.initialize()
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def pass_worker(args) -> dict:
+    """One process of a streamed-pass run: this process's rows of ``--stream-rows`` (piece p of
+    4, drawn from its own generator, so the single host concatenates the very same rows), the
+    block streamed as the fit streams it, and the time of one product through it: ``K v`` (the
+    scores) and ``g @ K`` (the gradient), each the median of ``--pass-repeats`` after one call
+    that compiles."""
+    jax = _init(args)
+    import jax.numpy as jnp
+
+    from jaxrank import distributed as dist
+    from jaxrank import kernels
+
+    P, me = jax.process_count(), jax.process_index()
+    m, nb, d, pieces = args.stream_rows, args.stream_basis, args.d, 4
+    cuts = np.linspace(0, m, pieces + 1).astype(int)
+
+    def piece(q):
+        return np.random.default_rng(1000 + q).standard_normal((cuts[q + 1] - cuts[q], d))
+
+    per = pieces // P
+    X = np.concatenate([piece(q) for q in range(me * per, (me + 1) * per)])
+    idx = (np.arange(nb, dtype=np.int64) * (m // nb)).astype(np.int64)
+    kernel = kernels.gaussian(2.0 * d)  # the heuristic's σ² for standard normal rows
+    block = kernels.product_block(m)
+    rss0 = C.peak_rss_bytes()
+    t0 = time.perf_counter()
+    if P == 1:  # the single-host stream, as jaxrank.fit builds it
+        K = kernels.streamed_block(kernel, X, X[idx], multiple=block, n_basis=nb)
+    else:  # the multi-process stream, as jaxrank.distributed.fit builds it
+        rows = dist._Rows(X, np.diff(cuts).reshape(P, per).sum(axis=1), dist.mesh())
+        order = np.arange(m, dtype=np.int64)
+        K, _ = rows.block(kernel, np.dtype(np.float64), order, order, idx, m, nb, block, True)
+    del X
+    jax.block_until_ready(K.X)
+    build = time.perf_counter() - t0
+    mv = jax.jit(kernels.matmul)
+    rmv = jax.jit(lambda g, K: kernels.rmatmul(g[None], K)[0])
+    v = jnp.full(nb, 1.0 / nb)
+    times = {}
+    # g: the scores of the real rows (the padding rows differ between the two layouts)
+    real = jax.jit(lambda s: jnp.where(jnp.arange(s.shape[0]) < m, s, 0))
+    held = {}
+    for name, f in (("Kv", lambda: mv(K, v)), ("gK", lambda: rmv(held["g"], K))):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(f())
+        first = time.perf_counter() - t0
+        held.setdefault("g", real(out))
+        reps = []
+        for _ in range(args.pass_repeats):
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(f())
+            reps.append(time.perf_counter() - t0)
+        times[name] = {"first_s": first, "median_s": float(np.median(reps)), "runs": reps}
+    check = float(jnp.sum(out))  # g @ K: the same on every process and for every P
+    return {"process": me, "processes": P, "rows": int(m), "n_basis": nb, "build_s": build,
+            "Kv": times["Kv"], "gK": times["gK"], "checksum": check,
+            "peak_rss": C.peak_rss_bytes(), "rss_before": rss0}  # fmt: skip
+
+
+def search_worker(args) -> dict:
+    """One process of a search run: ``select_lambda`` (one process) or
+    ``distributed_search.select_lambda`` in the layout ``--layout`` on this process's rows."""
+    jax = _init(args)
+    import jaxrank
+    from jaxrank import distributed_search, select
+
+    P, me = jax.process_count(), jax.process_index()
+    X = np.load(Path(args.worker, "X.npy"), mmap_mode="r")
+    y = np.load(Path(args.worker, "y.npy"), mmap_mode="r")
+    cuts = np.linspace(0, args.m, P + 1).astype(int)
+    Xm, ym = np.array(X[cuts[me] : cuts[me + 1]]), np.array(y[cuts[me] : cuts[me + 1]])
+    del X, y
+    lams = 2.0 ** np.arange(-12, 4, 2.0)
+    kw = dict(folds=args.search_folds, key=jax.random.key(0), sigma2_grid=args.search_sigma2,
+              tol=1e-8)  # fmt: skip
+    t0 = time.perf_counter()
+    if P == 1:
+        res = select.select_lambda(Xm, ym, lams, **kw)
+    else:
+        res = distributed_search.select_lambda(Xm, ym, lams, layout=args.layout, **kw)
+    wall = time.perf_counter() - t0
+    del jaxrank
+    return {"process": me, "processes": P, "layout": args.layout if P > 1 else "one",
+            "search_s": wall, "peak_rss": C.peak_rss_bytes(),
+            "cv_auc": np.asarray(res.cv_auc).ravel().tolist(),
+            "best_index": np.atleast_1d(res.best_index).tolist(),
+            "refit_objective": float(res.model.info.objective)}  # fmt: skip
+
+
+def run_job(m: int, P: int, args, job: str = "fit", layout: str = "rows") -> list[dict]:
+    """Run one job (P processes) of kind ``job`` and return every process's row."""
     with tempfile.TemporaryDirectory() as tmp:
         import jaxrank
 
-        X, y = jaxrank.datasets.make_rare_class(m, args.rho, 0.75, d=args.d, seed=0)
-        np.save(Path(tmp, "X.npy"), np.asarray(X, np.float64))
-        np.save(Path(tmp, "y.npy"), np.asarray(y))
-        del X, y
+        if job != "pass":  # the pass job draws its rows in each process
+            X, y = jaxrank.datasets.make_rare_class(m, args.rho, 0.75, d=args.d, seed=0)
+            np.save(Path(tmp, "X.npy"), np.asarray(X, np.float64))
+            np.save(Path(tmp, "y.npy"), np.asarray(y))
+            del X, y
         flags = [f"--{k.replace('_', '-')}={getattr(args, k)}"
-                 for k in ("rho", "d", "lam", "tol", "hlo_max", "warm_max")]  # fmt: skip
+                 for k in ("rho", "d", "lam", "tol", "hlo_max", "warm_max", "stream_rows",
+                           "stream_basis", "pass_repeats", "search_folds")]  # fmt: skip
         flags += ["--streamed"] if args.streamed else []
+        flags += [f"--job={job}", f"--layout={layout}"]
+        if args.search_sigma2:
+            flags += ["--search-sigma2", *map(str, args.search_sigma2)]
         flags += [f"--m={m}", f"--processes={P}", f"--worker={tmp}"] + (
             ["--hlo"] if args.hlo else []
         )
@@ -156,6 +261,7 @@ def summarise(m: int, rows_by_p: dict[int, list[dict]], args) -> list[dict]:
         peak = max(r["peak_rss"] for r in rows)
         row = {
             "m": m,
+            "rho": args.rho,
             "processes": P,
             "n_basis": r0["n_basis"],
             "first_s": max(r["first_s"] for r in rows),
@@ -206,14 +312,15 @@ def _streamed_scale(result: dict) -> str:
 def markdown(result: dict) -> str:
     s = result["settings"]
     head = (
-        "m | block | P | |R| | fit, 1st (s) | fit, 2nd (s) | s / pass | peak RSS / process "
+        "m | ρ | block | P | |R| | fit, 1st (s) | fit, 2nd (s) | s / pass | peak RSS / process "
         "| vs 1 process | objective rel. diff | Newton / CG | collectives / Newton step"
     )
     rows = []
     for r in result["rows"]:
         coll = _per_newton(r)
         rows.append([
-            f"{r['m']:,}", "streamed" if r.get("streamed") else "stored", r["processes"],
+            f"{r['m']:,}", f"{r.get('rho', s['rho']):g}",
+            "streamed" if r.get("streamed") else "stored", r["processes"],
             r["n_basis"], f"{r['first_s']:.1f}",
             "—" if r["second_s"] is None else f"{r['second_s']:.1f}",
             f"{_per_pass(r):.2f}",
@@ -249,9 +356,59 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summarise_passes(by_p: dict[int, list[dict]]) -> list[dict]:
+    """One row per P: the slowest process's median time per product, against the single host."""
+    base = by_p[1][0]
+    out = []
+    for P, rows in sorted(by_p.items()):
+        kv = max(r["Kv"]["median_s"] for r in rows)
+        gk = max(r["gK"]["median_s"] for r in rows)
+        per = (kv + gk) / 2
+        out.append({
+            "rows": rows[0]["rows"], "processes": P, "n_basis": rows[0]["n_basis"],
+            "Kv_s": kv, "gK_s": gk, "s_per_pass": per,
+            "vs_single_host": per / ((base["Kv"]["median_s"] + base["gK"]["median_s"]) / 2),
+            "build_s": max(r["build_s"] for r in rows),
+            "first_Kv_s": max(r["Kv"]["first_s"] for r in rows),
+            "peak_rss_max": max(r["peak_rss"] for r in rows),
+            "checksum_rel_diff": abs(rows[0]["checksum"] / base["checksum"] - 1),
+            "job_wall_s": rows[0]["job_wall_s"],
+            # a stated extrapolation, not a measurement: the pass is one kernel evaluation of
+            # the block, linear in |R|
+            "s_per_pass_at_R_1e5_extrapolated": per * 1e5 / rows[0]["n_basis"],
+        })  # fmt: skip
+    return out
+
+
+def summarise_search(m: int, one: list[dict], jobs: dict, args) -> list[dict]:
+    """One row per (P, layout): the slowest process's search time, the table and the pick
+    against the one-process search on the same rows."""
+    base = one[0]
+    ref = np.asarray(base["cv_auc"])
+    out = [{"m": m, "rho": args.rho, "processes": 1, "layout": "one process",
+            "search_s": base["search_s"], "vs_one_process": 1.0,
+            "peak_rss_max": base["peak_rss"], "table_max_abs_diff": 0.0, "pick_equal": True,
+            "refit_rel_diff": 0.0, "folds": args.search_folds,
+            "sigma2s": args.search_sigma2}]  # fmt: skip
+    for (P, layout), rows in sorted(jobs.items()):
+        r0 = rows[0]
+        t = max(r["search_s"] for r in rows)
+        out.append({
+            "m": m, "rho": args.rho, "processes": P, "layout": layout, "search_s": t,
+            "vs_one_process": t / base["search_s"],
+            "peak_rss_max": max(r["peak_rss"] for r in rows),
+            "table_max_abs_diff": float(np.max(np.abs(np.asarray(r0["cv_auc"]) - ref))),
+            "pick_equal": r0["best_index"] == base["best_index"]
+            and all(r["best_index"] == r0["best_index"] for r in rows),
+            "refit_rel_diff": abs(r0["refit_objective"] / base["refit_objective"] - 1),
+            "folds": args.search_folds, "sigma2s": args.search_sigma2,
+        })  # fmt: skip
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[200_000, 400_000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[200_000, 400_000])
     ap.add_argument("--rho", type=float, default=0.005)
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--lam", type=float, default=2.0**-8)
@@ -261,6 +418,20 @@ def main(argv=None) -> int:
     ap.add_argument("--streamed", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--streamed-sizes", type=int, nargs="*", default=[],
                     help="sizes fitted with the block streamed (max_kernel_bytes=1)")  # fmt: skip
+    ap.add_argument("--stream-rows", type=float, default=0,
+                    help="time one product through the streamed block of this many rows "
+                    "(e.g. 1e7) on 4 processes and on one (the single-host stream)")  # fmt: skip
+    ap.add_argument("--stream-basis", type=int, default=256, help="|R| of the streamed pass")
+    ap.add_argument("--pass-repeats", type=int, default=2, help="timed products of each kind")
+    ap.add_argument(
+        "--search-sizes",
+        type=int,
+        nargs="*",
+        default=[],
+        help="sizes whose search runs in both layouts at P = 2, 4 and in one process",
+    )
+    ap.add_argument("--search-folds", type=int, default=4)
+    ap.add_argument("--search-sigma2", type=float, nargs="*", default=[10.0, 40.0])
     ap.add_argument("--append", default=None, help="add the rows to this earlier JSON")
     ap.add_argument("--hlo-max", type=int, default=200_000, help="largest m whose HLO is read")
     ap.add_argument("--warm-max", type=int, default=200_000, help="largest m fitted twice")
@@ -271,16 +442,22 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--m", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--job", default="fit", help=argparse.SUPPRESS)
+    ap.add_argument("--layout", default="rows", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.stream_rows = int(args.stream_rows)
     if args.worker is not None:
         args.processes = int(args.processes[0])
-        row = worker(args)
+        run = {"fit": worker, "pass": pass_worker, "search": search_worker}[args.job]
+        row = run(args)
         Path(args.worker, f"p{row['process']}.json").write_text(json.dumps(row))
         return 0
     if args.quick:
         args.sizes, args.processes = [20_000], [1, 2]
     args.hlo = True
-    rows = json.loads(Path(args.append).read_text())["rows"] if args.append else []
+    old = json.loads(Path(args.append).read_text()) if args.append else {}
+    rows = old.get("rows", [])
+    passes, search = old.get("passes", []), old.get("search", [])
     runs = [(m, False) for m in args.sizes] + [(m, True) for m in args.streamed_sizes]
     for m, streamed in runs:
         args.streamed = streamed
@@ -290,17 +467,32 @@ def main(argv=None) -> int:
             print({k: r[k] for k in ("m", "processes", "streamed", "first_s", "second_s",
                                      "peak_rss_max", "rss_ratio", "objective_rel_diff")},
                   flush=True)  # fmt: skip
+    args.streamed = False
+    if args.stream_rows:
+        by_p = {P: run_job(args.stream_rows, P, args, "pass") for P in (1, 4)}
+        passes += summarise_passes(by_p)
+        for r in passes[-2:]:
+            print(r, flush=True)
+    for m in args.search_sizes:
+        one = run_job(m, 1, args, "search")
+        jobs = {(P, lay): run_job(m, P, args, "search", lay)
+                for P in (2, 4) for lay in ("rows", "cells")}  # fmt: skip
+        search += summarise_search(m, one, jobs, args)
+        for r in search[-5:]:
+            print(r, flush=True)
     keys = ("sizes", "streamed_sizes", "rho", "d", "lam", "tol", "processes", "warm_max",
-            "hlo_max")  # fmt: skip
+            "hlo_max", "stream_basis", "pass_repeats", "search_folds",
+            "search_sigma2")  # fmt: skip
     settings = {k: getattr(args, k) for k in keys}
     if args.append:
-        old = json.loads(Path(args.append).read_text())["settings"]
-        settings["sizes"] = sorted(set(old.get("sizes", [])) | set(args.sizes))
+        was = old["settings"]
+        settings["sizes"] = sorted(set(was.get("sizes", [])) | set(args.sizes))
         settings["streamed_sizes"] = sorted(
-            set(old.get("streamed_sizes", [])) | set(args.streamed_sizes)
+            set(was.get("streamed_sizes", [])) | set(args.streamed_sizes)
         )
     settings["quick"] = bool(args.quick)
-    result = {"bench": "multiprocess", "settings": settings, "env": C.env_info(), "rows": rows}
+    result = {"bench": "multiprocess", "settings": settings, "env": C.env_info(), "rows": rows,
+              "passes": passes, "search": search}  # fmt: skip
     out = C.write_json(args.out or C.out_path("multiprocess", args.quick), result)
     if args.save:
         C.write_json(C.RESULTS_DIR / "multiprocess.json", result)

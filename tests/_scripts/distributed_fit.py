@@ -15,9 +15,16 @@ import jaxrank.distributed as dist
 dist.initialize()
 jax.config.update("jax_enable_x64", True)
 
+import os  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 import jaxrank  # noqa: E402
+
+if os.environ.get("JAXRANK_TEST_CACHE"):
+    # one persistent cache for the test's launches: a later launch loads the programs an earlier
+    # one compiled (the one-process fits and the references)
+    jaxrank.set_compilation_cache(os.environ["JAXRANK_TEST_CACHE"])
 
 out_dir = sys.argv[1]
 wanted = sys.argv[2].split(",")
