@@ -431,6 +431,41 @@ def _release_host_memory() -> None:
 
 _LIBC: Any = None
 
+#: Compilations at least this long are followed by :func:`_release_host_memory` inside a fit.
+_TRIM_AFTER_COMPILE_SECONDS = 0.5
+_trim_state = {"active": 0, "listening": False}
+
+
+def _trim_after_compile(event: str, duration: float, **_: Any) -> None:
+    # a jax.monitoring listener: XLA has just compiled a program and is about to run it. The
+    # compiler's freed heap (hundreds of MiB for the solver) would otherwise stay resident while
+    # the program's own temporaries are allocated, on top of the block (measured at m = 4·10⁵,
+    # |R| = 2000, P = 4: ~0.3 GiB of the 1.1 GiB each process held beyond its block)
+    if (
+        _trim_state["active"]
+        and event == _COMPILE_EVENT
+        and duration >= _TRIM_AFTER_COMPILE_SECONDS
+    ):
+        _release_host_memory()
+
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class _trimming_after_compiles:
+    """Within a multi-process fit, hand the compiler's freed heap back after each long compile."""
+
+    def __enter__(self):
+        if not _trim_state["listening"]:
+            jax.monitoring.register_event_duration_secs_listener(_trim_after_compile)
+            _trim_state["listening"] = True
+        _trim_state["active"] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _trim_state["active"] -= 1
+        return False
+
 
 def _replicated(mesh):
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
@@ -603,7 +638,7 @@ def fit(
     _agree(summaries)
     X, labels, lams, scalar, fit_opts = checked
     pos = _positive_mask(labels, summaries)
-    with _naming_lost_processes():
+    with _naming_lost_processes(), _trimming_after_compiles():
         return _fit_checked(X, pos, lams, scalar, fit_opts, basis=basis, kernel=kernel, key=key,
                             n_basis=n_basis, init=init)  # fmt: skip
 
