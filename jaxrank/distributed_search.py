@@ -16,8 +16,9 @@ of two layouts:
   rows. Each process holds every row and a whole training block per fit.
 
 ``layout="auto"`` (the default) takes ``"cells"`` when a cell's block fits one process's
-memory budget and there are at least as many cells as processes, ``"rows"`` otherwise. Chosen by
-measurement (``bench/multiprocess.py --search``, ``RESULTS.md``): on the same rows the cells
+memory budget (the machine's budget shared by the processes on it) and there are at least as
+many cells as processes, ``"rows"`` otherwise. Chosen by
+measurement (``bench/multiprocess.py --search-sizes``, ``RESULTS.md``): on the same rows the cells
 layout runs every fit without collectives or the runtime's per-fit exchanges, and the row-sharded
 fits pay those in every Newton and CG step; the row-sharded layout is the one for data a single
 process cannot hold.
@@ -26,6 +27,7 @@ process cannot hold.
 from __future__ import annotations
 
 import math
+import socket
 from typing import Any
 
 import jax
@@ -137,12 +139,16 @@ def select_lambda(
     k = int(folds)
     sigma2s, kernel_list = sigma2_kernels(sigma2_grid, fit_kwargs)
     keys = jax.random.split(fit_key, k + 1)
-    n_cells, P = len(kernel_list) * k, jax.process_count()
+    summaries = _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout,
+                                 fit_kwargs)  # fmt: skip
     if layout == "auto":
-        layout = choose_layout(pos_all.size, _basis_size(pos_all, basis, fit_kwargs), n_cells, P,
+        # the tightest process decides: its budget shared by the processes on its host
+        hosts = [sm["host"] for sm in summaries]
+        budget = min(sm["budget"] // hosts.count(sm["host"]) for sm in summaries)
+        layout = choose_layout(pos_all.size, _basis_size(pos_all, basis, fit_kwargs),
+                               len(kernel_list) * k, jax.process_count(),
                                np.dtype(fit_kwargs.get("dtype") or X.dtype).itemsize,
-                               memory_budget=fit_kwargs.get("memory_budget"))  # fmt: skip
-    _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout, fit_kwargs)
+                               memory_budget=budget)  # fmt: skip
     args = (grid, k, basis, kernel_list, keys, fit_kwargs)
     if layout == "cells":
         X_all = np.concatenate(_dist.gather_rows(X))
@@ -165,11 +171,15 @@ def select_lambda(
 
 
 def _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout, fit_kwargs):
-    """Refuse, on every process and before any fit, arguments that differ across processes
-    (the cells layout runs one-process fits, which compare nothing themselves)."""
+    """Every process's summary (host, memory budget), after refusing, on every process and
+    before any fit, arguments that differ across processes (the cells layout runs one-process
+    fits, which compare nothing themselves)."""
     fp = _dist._fingerprint
+    budget = fit_kwargs.get("memory_budget")
     summary = {
         "error": None,
+        "host": socket.gethostname(),
+        "budget": int(_kernels.default_memory_budget() if budget is None else budget),
         "d": int(X.shape[1]),
         "x_dtype": str(X.dtype),
         "lams": fp((grid.tobytes(), k, bool(refit), layout)),
@@ -181,7 +191,9 @@ def _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout
         "options": fp(sorted((n, repr(v)) for n, v in fit_kwargs.items())),
         "options_text": repr(sorted((n, repr(v)) for n, v in fit_kwargs.items())),
     }
-    _dist._agree(_dist.gather_json(summary))
+    summaries = _dist.gather_json(summary)
+    _dist._agree(summaries)
+    return summaries
 
 
 def _rows(X, pos, fold, sigma2s, refit, grid, k, basis, kernel_list, keys, fit_kwargs):
