@@ -59,6 +59,8 @@ __all__ = [
     "ENV_PROCESS_ID",
     "InputMismatchError",
     "ProcessLostError",
+    "agree",
+    "fingerprint",
     "fit",
     "gather_json",
     "gather_rows",
@@ -307,6 +309,40 @@ def _agree(summaries: list[dict]) -> None:
                     f"process {p} differs from process 0 in {what}: {shown[0]} vs {shown[1]}; "
                     "every process must pass the same options and rows of the same shape."
                 )
+
+
+def agree(summary: dict) -> list[dict]:
+    """Every process's ``summary``, after refusing on every process, naming the process, any
+    ``error`` a process reported or a field of ``d``, ``x_dtype``, ``lams``, ``kernel``,
+    ``basis``, ``options`` that differs from process 0's (a ``<field>_text`` shows the values).
+    A collective: every process calls it before any work that needs the others to agree.
+
+    Raises:
+      InputMismatchError: on every process, naming the first process that differs.
+
+    Example (one process):
+      >>> fields = dict(d=3, x_dtype="float64", lams="a", kernel="k", basis="b", options="o")
+      >>> agree(dict(fields, error=None))[0]["d"]
+      3
+    """
+    summaries = gather_json(summary)
+    _agree(summaries)
+    return summaries
+
+
+def fingerprint(value) -> str:
+    """A short hash of ``repr(value)`` (options compared across processes by :func:`agree`);
+    a random key is taken by its values.
+
+    Example:
+      >>> fingerprint([1, 2]) == fingerprint([1, 2]) != fingerprint([1, 3])
+      True
+    """
+    if jax.dtypes.issubdtype(getattr(value, "dtype", None), jax.dtypes.prng_key) or (
+        isinstance(value, jax.Array | np.ndarray) and value.dtype == np.uint32
+    ):
+        value = _key_values(value)
+    return _fingerprint(value)
 
 
 def sigma2_heuristic(X_local) -> float:

@@ -40,9 +40,8 @@ from jaxrank._validation import check_key, check_lam, check_X
 from jaxrank.fit import fit as _fit_one
 from jaxrank.select import (
     SelectionResult,
-    _held_out_auc,
-    _shared_buckets,
     best_cell,
+    shared_floors,
     sigma2_kernels,
     stratified_folds,
 )
@@ -174,7 +173,7 @@ def _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout
     """Every process's summary (host, memory budget), after refusing, on every process and
     before any fit, arguments that differ across processes (the cells layout runs one-process
     fits, which compare nothing themselves)."""
-    fp = _dist._fingerprint
+    fp = _dist.fingerprint
     budget = fit_kwargs.get("memory_budget")
     summary = {
         "error": None,
@@ -186,14 +185,12 @@ def _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout
         "lams_text": f"{grid.size} λ, {k} folds, refit={bool(refit)}, layout={layout!r}",
         "kernel": fp((None if sigma2s is None else sigma2s.tobytes(), repr(kernel_list))),
         "kernel_text": repr(kernel_list),
-        "basis": fp((basis, _dist._key_values(key))),
-        "basis_text": f"{basis!r} (key {_dist._key_values(key)})",
+        "basis": fp((basis, fp(key))),
+        "basis_text": f"{basis!r} (key {fp(key)})",
         "options": fp(sorted((n, repr(v)) for n, v in fit_kwargs.items())),
         "options_text": repr(sorted((n, repr(v)) for n, v in fit_kwargs.items())),
     }
-    summaries = _dist.gather_json(summary)
-    _dist._agree(summaries)
-    return summaries
+    return _dist.agree(summary)
 
 
 def _rows(X, pos, fold, sigma2s, refit, grid, k, basis, kernel_list, keys, fit_kwargs):
@@ -225,7 +222,9 @@ def _cells(X, pos, fold, sigma2s, refit, grid, k, basis, kernel_list, keys, fit_
     owner = np.arange(S * k).reshape(k, S).T % P  # (S, k): cell (s, f) is number f·S + s
     error = None
     # the one-process search's bucket floors: every cell and the refit share its programs
-    with _shared_buckets(X, pos, grid.size, basis, fit_kwargs):
+    floors = shared_floors(pos.size, int(pos.sum()), _basis_size(pos, basis, fit_kwargs),
+                           grid.size, X.dtype.itemsize)  # fmt: skip
+    with floors:
         for f in range(k):
             train = fold != f
             for s, kernel in enumerate(kernel_list):
@@ -234,14 +233,15 @@ def _cells(X, pos, fold, sigma2s, refit, grid, k, basis, kernel_list, keys, fit_
                 try:
                     model = _fit_one(X[train], pos[train], grid, basis=basis, key=keys[f],
                                      kernel=kernel, **fit_kwargs)  # fmt: skip
-                    mine[s, f] = _held_out_auc(model, X[~train], pos[~train])
+                    scores = np.asarray(model.decision_function(X[~train]), np.float64)
+                    mine[s, f] = np.asarray(metrics.auc(pos[~train], scores), np.float64)
                 except Exception as err:  # reported to every process below, not raised here
                     error = f"{type(err).__name__}: {err}"
         # every process learns of a failed cell before the table is gathered (no one waits)
         for p, summary in enumerate(_dist.gather_json({"error": error})):
             if summary["error"]:
                 raise RuntimeError(f"process {p} failed a cell of the search: {summary['error']}")
-        tables = _dist._allgather(mine)  # (P, S, k, L)
+        tables = np.stack([t.reshape(mine.shape) for t in _dist.gather_rows(mine.reshape(1, -1))])
         cv = np.take_along_axis(tables, owner[None, :, :, None], axis=0)[0]
         best = best_cell(cv.mean(axis=1), grid, sigma2s)
         model = None
