@@ -293,6 +293,9 @@ def _per_newton(r: dict) -> float | None:
     coll = r.get("collectives")
     if not coll:
         return None
+    # vector-shaped only (the scores, the gradient): the fit's one-off |R| x |R| sum of the
+    # preconditioner's moment Gram over processes is not per step
+    coll = [c for c in coll if sorted(int(v) for v in c["shape"].split(",") if v)[-2:-1] <= [16]]
     per_pair = sum(max((c["bytes"] for c in coll if c["kind"] == kind), default=0)
                    for kind in ("all-gather", "all-reduce"))  # fmt: skip
     return per_pair * (1 + r["cg_iterations"] / max(r["iterations"], 1))
@@ -461,9 +464,11 @@ def markdown(result: dict) -> str:
         "",
         'Peak RSS per process is the largest over the job\'s processes; "vs 1 process" divides '
         "it by the one-process fit's peak on the same m. Collective bytes per Newton step (read "
-        "from the compiled solver where m ≤ 2·10⁵): the largest all-gather (the scores, "
-        "gathered for the sort) and all-reduce (the gradient, summed) of the solver, i.e. one "
-        'product pair, times 1 + CG steps per Newton step. "fit, 2nd": a second fit in the same '
+        "from the compiled fit where m ≤ 2·10⁵): the largest vector all-gather (the scores, "
+        "gathered for the sort) and all-reduce (the gradient, summed) of the fit, i.e. one "
+        "product pair, times 1 + CG steps per Newton step (once per fit, the preconditioner's "
+        "|R| × |R| moment Gram is summed over the processes too: 8 MiB at |R| = 1024). "
+        '"fit, 1st": the fit with compilation; "fit, 2nd": a second fit in the same '
         "processes (compiled programs reused). The processes share the 2 cores, so wall times "
         "show the runtime's overhead (compilation in every process, collectives over gloo), not "
         "a speed-up.",
