@@ -115,8 +115,15 @@ $ python bench/gpu.py --out bench/results/gpu.json
 multiprocess | Multi-process fits on jax.distributed
 RankRC by one process and by 2 and 4 local processes of one jax.distributed job (gloo): fit time,
 peak RSS per process, bytes the collectives move per Newton step, the objective against one
-process (issue 30).
-$ python bench/multiprocess.py --sizes 200000 400000 --save
+process; one pass through a streamed block of 10⁷ rows on 4 processes against the single host;
+the search in its two layouts (issue 30).
+$ python bench/multiprocess.py --sizes 400000 --warm-max 0 --hlo-max 0 --out bench/out/mp1.json;
+python bench/multiprocess.py --sizes 1000000 --rho 0.001 --warm-max 0 --hlo-max 0 --append
+bench/out/mp1.json --out bench/out/mp2.json; python bench/multiprocess.py --sizes 200000
+--warm-max 0 --append bench/out/mp2.json --out bench/out/mp3.json; python bench/multiprocess.py
+--sizes --stream-rows 1e7 --append bench/out/mp3.json --out bench/out/mp4.json; python
+bench/multiprocess.py --sizes --search-sizes 20000 50000 --rho 0.01 --append bench/out/mp4.json
+--save
 
 latency | Latency: first calls, new shapes, fresh processes
 The 16-λ fit and select_lambda at m = 1000-5000 as a new user meets them: first call, new data

@@ -2,9 +2,10 @@
 
 Each test starts 2, 3 or 4 local processes (``python -m jaxrank.launch`` or ``subprocess``
 directly), which run ``tests/_scripts/distributed_fit.py`` / ``distributed_fault.py``: the
-multi-process fit (λ grid, streamed block, random basis, global arrays, the search) against the
-one-process fit on the same rows, to 1e-10 relative objective in float64; inputs that differ
-across processes refused before any work; a process killed mid-fit stopping the others.
+multi-process fit (λ grid, streamed block, random basis, global arrays, the search in both
+layouts) against the one-process fit on the same rows, to 1e-10 relative objective in float64;
+inputs that differ across processes refused before any work; a process killed mid-fit stopping
+the others.
 """
 
 import json
@@ -28,36 +29,49 @@ def _env():
     return dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu")
 
 
-def _launch(n, *args, timeout=900):
+def _launch(n, *args, timeout=900, env=None):
     return subprocess.run(
         [sys.executable, "-m", "jaxrank.launch", "-n", str(n), *map(str, args)],
-        capture_output=True, text=True, env=_env(), timeout=timeout, cwd=ROOT,
+        capture_output=True, text=True, env=env or _env(), timeout=timeout, cwd=ROOT,
     )  # fmt: skip
 
 
-#: (processes, cases) of each run; the default test run checks the grid, the streamed block and
-#: the search at P = 2 and the first two at P = 4; the slow run adds a random basis, float32 and
-#: global arrays through ``jaxrank.fit``.
+#: (processes, cases) of each run. The default run: at P = 2 the grid on a stored block, the
+#: streamed block and the row-sharded search; at P = 4 the grid on the streamed block and the
+#: search with its cells dealt out to the processes (a 4-process job costs ~45 s of CPU on 2
+#: cores: one launch checks all of it). The slow run adds a random basis, float32 and global
+#: arrays through ``jaxrank.fit`` at P = 2, and the stored block and the row-sharded search at
+#: P = 4.
 RUNS = {
     "p2": (2, "rare_batch,streamed,search"),
-    "p4": (4, "rare_batch,streamed"),
+    "p4": (4, "streamed,search_cells"),
     "p2_more": (2, "random,float32,global_arrays"),
+    "p4_more": (4, "rare_batch,search"),
 }
+
+
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory):
+    # one persistent compilation cache for the module's launches: the one-process programs the
+    # P = 2 run's references compile (the search's fits at the whole set's bucket sizes) are
+    # loaded by the P = 4 run's cells, which run the same fits
+    return tmp_path_factory.mktemp("jax_cache")
 
 
 @pytest.fixture(
     scope="module",
-    # P = 4 (a 48 s job on 2 cores) in the slow run, to keep the default run in its budget
     params=[
         "p2",
-        pytest.param("p4", marks=pytest.mark.slow),
+        "p4",
         pytest.param("p2_more", marks=pytest.mark.slow),
+        pytest.param("p4_more", marks=pytest.mark.slow),
     ],
 )
-def result(request, tmp_path_factory):
+def result(request, tmp_path_factory, compile_cache):
     P, cases = RUNS[request.param]
     out = tmp_path_factory.mktemp(request.param)
-    proc = _launch(P, SCRIPTS / "distributed_fit.py", out, cases)
+    env = dict(_env(), JAXRANK_TEST_CACHE=str(compile_cache))
+    proc = _launch(P, SCRIPTS / "distributed_fit.py", out, cases, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return P, json.loads((out / "result.json").read_text())
 
@@ -81,11 +95,12 @@ def test_multiprocess_fit_equals_one_process(result, case):
         assert r["coef_diff"] < (1e-2 if case == "float32" else 1e-6)
 
 
-def test_multiprocess_search_equals_one_process(result):
+@pytest.mark.parametrize("layout", ["search", "search_cells"])
+def test_multiprocess_search_equals_one_process(result, layout):
     _, res = result
-    if "search" not in res:
-        pytest.skip("the search is not in this run")
-    r = res["search"]
+    if layout not in res:
+        pytest.skip(f"{layout} is not in this run")
+    r = res[layout]
     assert r["fold_equal"]
     np.testing.assert_allclose(r["got"], r["ref"], rtol=0, atol=1e-12)
     assert r["pick"][0] == r["pick"][1]
@@ -177,3 +192,18 @@ def test_cli_fit_reads_one_shard_per_process(tmp_path):
     np.testing.assert_allclose(b.scale, a.scale, rtol=1e-13)
     np.testing.assert_allclose(np.asarray(b.model.coef), np.asarray(a.model.coef), atol=1e-8)
     assert (b.positive_label, b.classes) == (a.positive_label, a.classes)
+
+
+def test_search_layout_is_checked_and_chosen_by_size():
+    import jax
+
+    import jaxrank
+    from jaxrank import distributed_search as ds
+
+    # cells while a cell's block fits one process and every process gets a cell
+    assert ds.choose_layout(10_000, 100, cells=8, processes=4, memory_budget=2**30) == "cells"
+    assert ds.choose_layout(10_000, 100, cells=3, processes=4, memory_budget=2**30) == "rows"
+    assert ds.choose_layout(10**6, 10**4, cells=8, processes=4, memory_budget=2**30) == "rows"
+    X, y = jaxrank.datasets.make_rare_class(100, 0.2, 0.75, seed=0)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        ds.select_lambda(X, y, [1.0], folds=2, key=jax.random.key(0), layout="folds")
