@@ -161,13 +161,15 @@ def markdown(report: dict) -> str:
                 [
                     [f"{sc:g}", f"{a:.1e}", f"{b:.1e}", f"{c:.1e}"]
                     for sc, a, b, c in zip(
-                        r["sigma2_scales"], r["rel_coef_diff_per_sigma2"],
+                        r["sigma2_scales"],
+                        r["rel_coef_diff_per_sigma2"],
                         r["rel_coef_diff_vs_unbatched_core_per_sigma2"],
-                        r["rel_score_diff_per_sigma2"], strict=True,
+                        r["rel_score_diff_per_sigma2"],
+                        strict=True,
                     )
                 ],
                 "rrrr",
-            ),  # fmt: skip
+            ),
             "",
             "Largest differences relative to the member's largest coefficient (score). At the "
             "widest σ² the smallest eigenvalue of `K_RR` is "
