@@ -9,7 +9,7 @@ each fold's training rows alone with the 16-λ grid (40 fits), and with the same
 unbatched per (σ², fold); timed against the separate fits (first call: trace + compile + run;
 warm: median of repeats). The coefficients are compared relative to the member's largest, and
 so are the fitted scores ``K β`` on every row: at the widest σ² ``K_RR``'s smallest eigenvalues
-are ~10⁻¹⁶ of its largest, so coefficients along those directions move neither the objective
+are ~10⁻¹¹ of its largest, so coefficients along those directions move neither the objective
 nor the scores measurably and rounding decides them (the report gives the difference per σ²).
 Writes ``bench/out/core_sweep.json`` (``--save``: also ``bench/results/``).
 """

@@ -11,7 +11,7 @@ imports, loads the rows and times ``fit`` alone (import and data loading exclude
 - both for each search engine of :mod:`jaxrank._cv` (``SEARCH_ENGINE``: ``"fits"``, one
   :func:`jaxrank.fit` per fold and σ² on threads; ``"core"``, batched calls of the pure core,
   :mod:`jaxrank._cv_core`);
-- ``svc-w``: ``GridSearchCV(SVC(class_weight="balanced"), C = 10^-1 … 10^5 (7), γ =
+- ``svc-w``: ``GridSearchCV(SVC(class_weight="balanced"), C = 10^-3 … 10^3 (7), γ =
   {1/4, 1, 4}/d (3), cv=5, scoring="roc_auc", n_jobs=1)``, median of ``--repeats`` processes.
 
 Writes ``bench/out/cv_speed.json`` (``--save``: also ``bench/results/``).
@@ -33,7 +33,7 @@ import numpy as np
 
 SIZES = (300, 1000, 3000)
 KEEL = ("ecoli2", "yeast4")
-SVC_C = tuple(10.0 ** np.arange(-1, 6))  # 7 values
+SVC_C = tuple(10.0 ** np.arange(-3, 4))  # 7 values, 10^-3 … 10^3
 SVC_GAMMA_FACTORS = (0.25, 1.0, 4.0)  # × 1/d
 ENGINES = ("fits", "core")
 
