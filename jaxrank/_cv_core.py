@@ -44,7 +44,7 @@ from jaxrank._fitting import SPECTRAL_MAX_BASIS
 from jaxrank._hostblas import one_blas_thread
 from jaxrank.core import fit_core
 
-__all__ = ["chunk_size", "fold_table", "usable"]
+__all__ = ["chunk_size", "fold_table", "masked_folds", "usable"]
 
 #: Options of :func:`jaxrank.fit` this engine runs; any other option (a basis strategy, a
 #: kernel other than the Gaussian, a memory limit, ...) keeps the loop of fits.
@@ -190,3 +190,51 @@ def pad_rows(n: int, coarse: bool) -> int:
     """Rows a padded array of ``n`` rows takes: the power-of-two ladder for a search whose
     programs are shared across data sets (``coarse``), the size ladder otherwise."""
     return _buckets.bucket_pow2(n) if coarse else _buckets.bucket(n)
+
+
+def masked_folds(X, pos, trains, bases, fit_kwargs):
+    """The padded arrays of :func:`fold_table` for folds given as training-row index arrays.
+
+    Args:
+      X, pos: the data set's rows and rare-class mask.
+      trains: ``k`` int arrays of training rows (any sizes; the rest of the rows is held out).
+      bases: ``k`` int arrays of basis rows (indices into ``X``).
+      fit_kwargs: the fit options (their dtype sets the padded arrays').
+
+    Returns:
+      ``(Xp, posp, keeps, B, n_basis, held, sizes)`` for :func:`fold_table`, or ``None`` where
+      the engine does not apply (:func:`usable`). Rows are padded to the bucket floors in force
+      (:func:`jaxrank._buckets.floors`, else the size ladder), so data sets of similar sizes
+      share the program.
+    """
+    floors = _buckets.floors()
+    m, d = X.shape
+    kept = [(int(pos[t].sum()), int((~pos[t]).sum())) for t in trains]
+    P, N = (max(c[i] for c in kept) for i in (0, 1))
+    groups = floors.get("groups") or (_buckets.bucket(P), _buckets.bucket(N))
+    sizes = (max(int(groups[0]), P), max(int(groups[1]), N))
+    nb_pad = max(int(floors.get("basis") or 0), _buckets.bucket(max(b.size for b in bases)))
+    if not usable(fit_kwargs, sum(sizes), nb_pad):
+        return None
+    k = len(trains)
+    m_pad = max(m, sum(sizes))
+    Xp = np.zeros((m_pad, d), X.dtype)
+    Xp[:m] = X
+    posp = np.zeros(m_pad, bool)
+    posp[:m] = pos
+    keeps = np.zeros((k, m_pad), bool)
+    B = np.empty((k, nb_pad, d), X.dtype)
+    n_basis = np.zeros(k, np.int32)
+    helds = [np.setdiff1d(np.arange(m), t) for t in trains]
+    n_held = _buckets.bucket(max(h.size for h in helds))
+    Xh = np.zeros((k, n_held, d), X.dtype)
+    yh = np.zeros((k, n_held), bool)
+    mh = np.zeros((k, n_held), bool)
+    for f in range(k):
+        keeps[f, trains[f]] = True
+        B[f] = X[bases[f][0]]  # padding rows: copies of a real row (as jaxrank.fit pads)
+        B[f, : bases[f].size] = X[bases[f]]
+        n_basis[f] = bases[f].size
+        h = helds[f]
+        Xh[f, : h.size], yh[f, : h.size], mh[f, : h.size] = X[h], pos[h], True
+    return Xp, posp, keeps, B, n_basis, (Xh, yh, mh), sizes

@@ -49,6 +49,28 @@ def test_core_table_equals_the_loop_of_fits_and_picks_alike(data, monkeypatch):
 
 
 @pytest.mark.slow  # another compiled program (~20 s on 2 cores)
+@pytest.mark.parametrize("basis, sigma2_grid", [("rare", None), ("all", (2.0, 8.0))])
+def test_select_lambda_core_equals_the_loop(data, monkeypatch, basis, sigma2_grid):
+    """select_lambda's folds (untrimmed: sizes differ by fold) as masks, σ² by the heuristic
+    on each training fold or from a grid: the loop's table and pick."""
+    X, pos = data
+    kw = dict(folds=3, key=jax.random.key(1), basis=basis, sigma2_grid=sigma2_grid,
+              dtype="float64", tol=1e-10, refit=False)  # fmt: skip
+    calls = []
+    real = jaxrank.select._cv_core.fold_table
+    monkeypatch.setattr(
+        jaxrank.select._cv_core, "fold_table", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    monkeypatch.setattr(jaxrank.select, "SEARCH_ENGINE", "core")
+    got = jaxrank.select_lambda(X, pos, LAMS, **kw)
+    assert calls
+    monkeypatch.setattr(jaxrank.select, "SEARCH_ENGINE", "fits")
+    want = jaxrank.select_lambda(X, pos, LAMS, **kw)
+    np.testing.assert_allclose(got.cv_auc, want.cv_auc, rtol=0, atol=1e-9)
+    assert got.best_index == want.best_index
+
+
+@pytest.mark.slow  # another compiled program (~20 s on 2 cores)
 def test_core_chunks_equal_one_call(data, monkeypatch):
     X, pos = data
     one = _search(X, pos, "core", monkeypatch, policies=("rare",))
