@@ -28,6 +28,7 @@ def _search(X, pos, engine, monkeypatch, chunk=None, **kw):
     return _cv.cv_search(X, pos, **{**opts, **kw})
 
 
+@pytest.mark.slow  # two searches' programs (~30-80 s on 2 loaded cores)
 def test_core_table_equals_the_loop_of_fits_and_picks_alike(data, monkeypatch):
     """Same objective, basis, kernel and tolerance per cell; only the block's row layout
     differs, so in float64 at a tight tolerance the held-out AUC are the loop's."""
