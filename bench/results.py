@@ -146,6 +146,12 @@ core_sweep | The σ² × folds × λ table as one vmapped call of the core
 (issue 29).
 $ python bench/core_sweep.py --save
 
+cv_speed | RankRCClassifierCV against a 7 × 3 GridSearchCV of SVC-W, fresh processes
+`RankRCClassifierCV().fit` in fresh processes with a warm and an empty compilation cache, both
+search engines (a loop of fits, batched calls of the core), against SVC-W with a 7 C × 3 γ
+`GridSearchCV(cv=5)` on the same rows at m = 300, 1000, 3000 and a KEEL set (issue 29).
+$ python bench/cv_speed.py --repeats 2 --keel ecoli2 --save
+
 keel_wide | RankRCClassifierCV against tuned baselines on every KEEL set
 RankRCClassifierCV (λ, σ², basis by CV inside fit), RankRC with the papers' protocol, RankSVM, SVC-W
 with C and γ by GridSearchCV, XGBoost and a weighted logistic regression on every KEEL set of

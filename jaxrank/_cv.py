@@ -211,7 +211,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxrank import _buckets, metrics
+from jaxrank import _buckets, _cv_core, metrics
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
@@ -269,6 +269,14 @@ SEARCH_THREADS = 3
 #: ... when every fit's kernel block has at most this many bytes; larger fits run one at a
 #: time (each solve then uses every core, and memory holds one block at a time).
 SEARCH_THREADS_MAX_BLOCK = 2**27
+
+#: How a search fills its table: ``"core"``, batched calls of the pure core over folds × σ²
+#: (:mod:`jaxrank._cv_core`), or ``"fits"``, one :func:`jaxrank.fit` per fold and σ² on
+#: :data:`SEARCH_THREADS` threads (also the fallback where the core engine does not apply).
+SEARCH_ENGINE = "fits"
+#: Members (fold, σ²) per call of the core engine (``None``: the folds of one σ², which have
+#: similar iteration counts: a batched solve lasts as long as its slowest member).
+CORE_CHUNK = None
 
 #: Selection rules of :func:`choose`.
 RULES = ("max", "one_se", "smooth", "smooth_grid")
@@ -633,6 +641,10 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
                 continue
             jobs += [((b, s, f), (tr, idx, sigma2, Xte, yte, mask)) for s, sigma2 in enumerate(s2)]
     itemsize = np.dtype(fit_kwargs.get("dtype") or np.float32).itemsize
+    if SEARCH_ENGINE == "core" and _core_folds(X, pos, jobs, policies, grid, cv, fit_kwargs):
+        for b, same, f in copies:
+            cv[b, :, f] = cv[same, :, f]
+        return
     block = max(a[0].size * max(a[1].size, min_basis) for _, a in jobs) * itemsize
     threads = SEARCH_THREADS if block <= SEARCH_THREADS_MAX_BLOCK else 1
     # the host BLAS pin and the warning filter are process-wide: set here, on the calling
@@ -650,6 +662,65 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
             raise
     for b, same, f in copies:
         cv[b, :, f] = cv[same, :, f]
+
+
+def _core_folds(X, pos, jobs, policies, grid, cv, fit_kwargs) -> bool:
+    """The table of ``jobs`` as batched calls of the core (:mod:`jaxrank._cv_core`): per basis
+    policy, every (fold, σ²) a member over the same padded arrays. Returns False (nothing
+    done) where that engine does not apply; the loop of fits then runs."""
+    floors = _buckets.floors()
+    tr0 = jobs[0][1][0]
+    n_tr = (int(pos[tr0].sum()), int((~pos[tr0]).sum()))  # equal in every fold (equal_folds)
+    groups = floors.get("groups") or (_buckets.bucket(n_tr[0]), _buckets.bucket(n_tr[1]))
+    sizes = (max(int(groups[0]), n_tr[0]), max(int(groups[1]), n_tr[1]))
+    m, d = X.shape
+    m_pad = max(m, sum(sizes))
+    for b in range(len(policies)):
+        mine = [(key, a) for key, a in jobs if key[0] == b]
+        if not mine:
+            continue
+        nb_max = max(a[1].size for _, a in mine)
+        nb_pad = max(int(floors.get("basis") or 0), _buckets.bucket(nb_max))
+        if not _cv_core.usable(fit_kwargs, sum(sizes), nb_pad):
+            return False
+    Xp = np.zeros((m_pad, d), X.dtype)
+    Xp[:m] = X
+    posp = np.zeros(m_pad, bool)
+    posp[:m] = pos
+    k = len({key[2] for key, _ in jobs})
+    for b in range(len(policies)):
+        # members of one σ² side by side: similar iteration counts share a chunk
+        mine = sorted(((key, a) for key, a in jobs if key[0] == b), key=lambda ka: ka[0][1:])
+        if not mine:
+            continue
+        nb_pad = max(
+            int(floors.get("basis") or 0), _buckets.bucket(max(a[1].size for _, a in mine))
+        )
+        folds = {key[2]: a for key, a in mine}
+        keeps = np.zeros((k, m_pad), bool)
+        bases = np.empty((k, nb_pad, d), X.dtype)
+        n_basis = np.zeros(k, np.int32)
+        Xh, yh, mh = (np.stack([folds[f][i] for f in range(k)]) for i in (3, 4, 5))
+        for f in range(k):
+            tr, idx = folds[f][0], folds[f][1]
+            keeps[f, tr] = True
+            rows = X[tr[idx]]
+            bases[f] = rows[0]  # padding rows: copies of a real row (as jaxrank.fit pads)
+            bases[f, : idx.size] = rows
+            n_basis[f] = idx.size
+        members = [(key[2], float(a[2])) for key, a in mine]
+        auc, status = _cv_core.fold_table(
+            Xp, posp, keeps, bases, n_basis, (Xh, yh, mh), members, grid, sizes=sizes,
+            fit_kwargs=fit_kwargs, chunk=CORE_CHUNK or k,
+        )  # fmt: skip
+        for i, (key, _) in enumerate(mine):
+            cv[key] = auc[i]
+        bad = [
+            i for i in range(len(mine)) if np.any(status[i] == 3) or not np.all(np.isfinite(auc[i]))
+        ]
+        if bad:  # the fit's own error for a NaN member (or its table row, if it has one)
+            return False
+    return True
 
 
 def search_floors(pos, policies, n_lams: int, min_basis: int = AUTO_MIN_BASIS, dtype=None):

@@ -132,6 +132,7 @@ def fit_core(
     max_cg: int = 25,
     sizes: tuple[int, int] | None = None,
     precondition: str = "spectral",
+    path: str = "batch",
 ) -> CoreFit:
     """Fit RankRC (or any R-subset ranker) from arrays: jit-able, vmappable, differentiable.
 
@@ -163,6 +164,9 @@ def fit_core(
         kernel block at ``m`` rows for every fold. A member with more kept rows of a class than
         reserved, or with an empty class, returns NaN coefficients and status NONFINITE.
       precondition: ``"spectral"`` (default), ``"cholesky"`` or ``"none"`` (static).
+      path: how a λ grid is solved (static): ``"batch"`` (default: every λ at once) or
+        ``"warm"`` (one λ after the other in the order given, each started at the previous
+        solution: give the grid from large to small, as :func:`jaxrank.fit` sorts it).
 
     Returns:
       A :class:`CoreFit`.
@@ -191,6 +195,8 @@ def fit_core(
     pos = pos if pos.dtype == jnp.bool_ else pos > 0
     keep = jnp.ones((m,), bool) if mask is None else jnp.asarray(mask).astype(bool)
     P, N = (m, m) if sizes is None else (int(sizes[0]), int(sizes[1]))
+    if path not in ("batch", "warm"):
+        raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     if kernel is None:
         kernel = _kernels.Gaussian(sigma2_heuristic(X, keep))
     nb = jnp.asarray(n_b if n_basis is None else n_basis, jnp.int32)
@@ -208,6 +214,7 @@ def fit_core(
     static = _Static(
         loss=loss, sizes=(P, N), block=block, max_iter=int(max_iter), max_cg=int(max_cg),
         precondition=precondition, depth=math.sqrt(block) + math.sqrt(m_rows / block),
+        path=path,
     )  # fmt: skip
     theta = (X[rows], basis, kernel, lams, jnp.asarray(eps, dt))
     aux = (n_pos, n_neg, nb, jnp.asarray(tol, dt))
@@ -244,6 +251,7 @@ class _Static(NamedTuple):
     max_cg: int
     precondition: str
     depth: float
+    path: str = "batch"
 
 
 def _problem(static: _Static, theta, aux):
@@ -266,7 +274,7 @@ def _solution(static: _Static, theta, aux):
     beta0 = jnp.zeros((lams.shape[0], B.shape[0]), K.dtype)
     betas, info, _ = fit_block(
         K, B, kernel, nb, lams, beta0, loss, tol, static.depth, layout=layout,
-        block=static.block, max_iter=static.max_iter, max_cg=static.max_cg, path="batch",
+        block=static.block, max_iter=static.max_iter, max_cg=static.max_cg, path=static.path,
         chains=1, precondition=static.precondition,
     )  # fmt: skip
     return betas, info

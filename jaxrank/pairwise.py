@@ -460,23 +460,56 @@ def hvp_b(w: Windows, dp, dn, loss):
 
 def batched(impl):
     """Wrap a ``(B, n)``-native implementation as a single-problem function whose ``vmap`` runs
-    the native batched code (leading vmapped axes are moved to the front and flattened)."""
+    the native batched code, at any depth of nested vmaps: each further vmap level is folded
+    into the one native batch axis (σ² × folds × λ over :mod:`jaxrank.core` run one batch of all
+    members, not JAX's generic batching of the flat gathers and scatters: measured 4 σ² × 16 λ
+    at m = 1000 in 2.9 s nested generically against 0.06 s for 4 σ² × 1 λ)."""
 
     def single(*args):
         out = impl(*jax.tree.map(lambda x: jnp.asarray(x)[None], args))
         return jax.tree.map(lambda x: x[0], out)
 
     fun = jax.custom_batching.custom_vmap(single)
+    native = _folding(impl, _FOLD_DEPTH)
 
     @fun.def_vmap
     def rule(axis_size, in_batched, *args):
-        args = jax.tree.map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
-            args,
-            tuple(in_batched),
-        )
-        out = impl(*args)
+        out = native(*_broadcast(axis_size, in_batched, args))
         return out, jax.tree.map(lambda _: True, out)
+
+    return fun
+
+
+# Nested vmap levels folded into the native batch. Each level is its own custom_vmap object, a
+# finite chain: a function whose vmap rule called itself recursed without end under jax.jvp
+# (custom_vmap's JVP re-vmaps the rule over the axes batched in primals or tangents alone, so
+# every call met one more vmap). Levels beyond the chain batch generically (correct, slower).
+_FOLD_DEPTH = 6
+
+
+def _broadcast(axis_size, in_batched, args):
+    return jax.tree.map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+        args,
+        tuple(in_batched),
+    )
+
+
+def _folding(impl, depth: int):
+    """``impl`` over its leading batch axis, whose own ``vmap`` (``depth`` levels deep) merges
+    the new axis into that one and runs ``impl`` once over all members."""
+    if depth == 0:
+        return impl
+    fun = jax.custom_batching.custom_vmap(impl)
+    inner = _folding(impl, depth - 1)
+
+    @fun.def_vmap
+    def rule(axis_size, in_batched, *args):
+        args = _broadcast(axis_size, in_batched, args)
+        merge = lambda x: x.reshape(axis_size * x.shape[1], *x.shape[2:])
+        out = inner(*jax.tree.map(merge, args))
+        split = lambda o: o.reshape(axis_size, o.shape[0] // axis_size, *o.shape[1:])
+        return jax.tree.map(split, out), jax.tree.map(lambda _: True, out)
 
     return fun
 

@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import _buckets, metrics
+from jaxrank import _buckets, _cv_core, metrics
 from jaxrank import kernels as _kernels
-from jaxrank._fitting import SHARED_GRID_MAX_BYTES, STAGED_MIN_BYTES
+from jaxrank._fitting import SHARED_GRID_MAX_BYTES, STAGED_MIN_BYTES, choose_dtype
 from jaxrank._validation import (
     check_binary_labels,
     check_key,
@@ -235,6 +235,40 @@ def sigma2_kernels(sigma2_grid, fit_kwargs: dict):
     return sigma2s, [_kernels.gaussian(float(s)) for s in sigma2s]
 
 
+#: How :func:`select_lambda` fills its table: ``"fits"`` (one :func:`jaxrank.fit` per fold and
+#: kernel) or ``"core"`` (batched calls of the pure core, :mod:`jaxrank._cv_core`, for the
+#: ``"rare"`` and ``"all"`` bases with Gaussian kernels; otherwise the fits).
+SEARCH_ENGINE = "fits"
+
+
+def _core_table(X, pos, fold, grid, basis, kernel_list, cv, fit_kwargs) -> bool:
+    """``cv[s, f]`` for every kernel and fold in calls of the core (False: not applicable)."""
+    if basis not in ("rare", "all"):
+        return False
+    if not all(kern is None or isinstance(kern, _kernels.Gaussian) for kern in kernel_list):
+        return False
+    k = int(fold.max()) + 1
+    trains = [np.flatnonzero(fold != f) for f in range(k)]
+    bases = [t[pos[t]] if basis == "rare" else t for t in trains]
+    fit_kwargs = {**fit_kwargs, "dtype": choose_dtype(np.asarray(X), fit_kwargs.get("dtype"))}
+    X = np.asarray(X, fit_kwargs["dtype"])
+    padded = _cv_core.masked_folds(X, pos, trains, bases, fit_kwargs)
+    if padded is None:
+        return False
+    Xp, posp, keeps, B, n_basis, held, sizes = padded
+    # σ² of each member: the kernel's, or the heuristic on the fold's training rows (as fit)
+    members = [
+        (f, float(_kernels.sigma2_heuristic(X[trains[f]]) if kern is None else kern.sigma2))
+        for kern in kernel_list for f in range(k)
+    ]  # fmt: skip
+    auc, status = _cv_core.fold_table(Xp, posp, keeps, B, n_basis, held, members, grid,
+                                      sizes=sizes, fit_kwargs=fit_kwargs, chunk=k)  # fmt: skip
+    if np.any(status == 3) or not np.all(np.isfinite(auc)):
+        return False  # the loop of fits then raises the fit's own error
+    cv[:] = auc.reshape(cv.shape)
+    return True
+
+
 def select_lambda(
     X,
     y,
@@ -304,7 +338,9 @@ def select_lambda(
     keys = jax.random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)
     with _shared_buckets(X, pos, grid.size, basis, fit_kwargs):
-        for f in range(k):
+        done = SEARCH_ENGINE == "core" and _core_table(X, pos, fold, grid, basis, kernel_list,
+                                                       cv, fit_kwargs)  # fmt: skip
+        for f in range(0 if done else k):
             train = fold != f
             for s, kernel in enumerate(kernel_list):
                 model = fit(X[train], pos[train], grid, basis=basis, key=keys[f], kernel=kernel,
