@@ -103,6 +103,12 @@ The 16-λ grid in one batched call against 16 separate fits at m = 10⁵ (issue 
 $ python bench/grid_ratio.py 100000 0.01 2 && cp bench/out/grid_100000.json
 bench/results/grid_ratio.json
 
+small_lambda | Small λ in float32 on the paper's d = 5 data
+The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
+Newton and CG steps per λ with the float64 polish, batched against 16 separate fits in one run
+(issue 29 item 5).
+$ python bench/small_lambda.py --plain --save
+
 scale | Scale targets
 The 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶ (issue 'Scale').
 $ python bench/scale.py && cp bench/out/scale.json bench/results/
