@@ -30,6 +30,11 @@ float64): 60 Newton / 127 CG steps against 112 / 1433 with ``M = K_RR + δI``
 (``"cholesky"``: the RKHS norm, eigenvalues of ``M⁻¹H`` bounded below by λ but spread by the
 data term) — the smallest λ, which dominated, now needs 6 / 24 instead of 24 / 504. The paper's
 diagonal preconditioner (seed 000, footnote 2) is ``"jacobi"``; ``"none"`` turns it off.
+
+A float32 fit with the spectral preconditioner stops its float32 solve after
+:data:`POLISH_AFTER` Newton steps; the λ still above the tolerance then are finished in float64
+and rounded back to float32 in the Hessian model's metric (:func:`polish_float64`: small λ on
+low-dimensional data, whose large coefficients make float32 scores too noisy to converge).
 """
 
 from __future__ import annotations
