@@ -103,12 +103,6 @@ The 16-λ grid in one batched call against 16 separate fits at m = 10⁵ (issue 
 $ python bench/grid_ratio.py 100000 0.01 2 && cp bench/out/grid_100000.json
 bench/results/grid_ratio.json
 
-small_lambda | Small λ in float32 on the paper's d = 5 data
-The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
-Newton and CG steps per λ with the float64 polish, batched against 16 separate fits in one run
-(issue 29 item 5).
-$ python bench/small_lambda.py --plain --save
-
 scale | Scale targets
 The 16-λ grid at m = 10⁶ and a streamed fit at m = 4·10⁶ (issue 'Scale').
 $ python bench/scale.py && cp bench/out/scale.json bench/results/
@@ -154,6 +148,12 @@ $ XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv svc-
 bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json bench/out/kw_c.json
 --save (the first run with an empty compilation cache, its methods interleaved split by split so
 they share the machine's load; the second is the slow one)
+
+small_lambda | Small λ in float32 on the paper's d = 5 data
+The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
+Newton and CG steps per λ with the float64 polish, batched against 16 separate fits in one run
+(issue 29 item 5).
+$ python bench/small_lambda.py --plain --save
 """
 
 
