@@ -161,6 +161,12 @@ $ XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv svc-
 bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json bench/out/kw_c.json
 --save (the first run with an empty compilation cache, its methods interleaved split by split so
 they share the machine's load; the second is the slow one)
+
+small_lambda | Small λ in float32 on the paper's d = 5 data
+The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
+Newton and CG steps per λ with the float64 polish, batched against 16 separate fits in one run
+(issue 29 item 5).
+$ python bench/small_lambda.py --plain --save
 """
 
 
