@@ -597,8 +597,9 @@ def fit_rows(
         elif mesh is not None:
             K = _kernels.sharded_block(kernel, Xo, Bp, *mesh, multiple=block, n_basis=nb)
         else:
-            K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
-        del Xo
+            # the block is built inside the fit's program (fit_block with `rows`): one
+            # program per fit, and no eager op before it
+            K = None
     L = lams.size
     chains = 1 if path == "batch" else min(int(chains), L)
     # λ count bucket: only where compilation dominates (a large block runs its exact grid; its
@@ -609,13 +610,18 @@ def fit_rows(
         if path == "batch" and block_bytes < SHARED_GRID_MAX_BYTES and _buckets.enabled():
             L_pad = max(L_pad, SHARED_GRID_LAMS)  # one program for a single λ and grids
     L_pad = -(-L_pad // chains) * chains
-    if (
+    dual = (
         not streamed
         and mesh is None
         and keep_transpose(
-            K, L_pad if path == "batch" else chains, block_bytes, limit, memory_budget
+            jax.devices()[0] if K is None else K,
+            L_pad if path == "batch" else chains,
+            block_bytes,
+            limit,
+            memory_budget,
         )
-    ):
+    )
+    if dual and K is not None:
         K = _kernels.dual_block(K)
     precondition = resolve_precondition(precondition, layout, nb, streamed=streamed)
     # the gradient's rounding floor (fit_block) depends on the two-level product's shape
@@ -650,6 +656,10 @@ def fit_rows(
     # measured: eigh of 104 x 104 inside the fit 2 ms pinned, up to 180 ms not)
     static = dict(block=block, path=path, chains=chains, precondition=precondition,
                   stages=grid_stages(L_pad, block_bytes) if path == "batch" else None)  # fmt: skip
+    if K is None:  # fit_block builds the block from the padded rows
+        K = put(Xo)
+        static.update(rows=rows, dual=dual)
+        del Xo
     args = (
         K, put(Bp), kernel, np.int32(nb), put(lams[sort], dt), put(beta0),
         jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(depth, dt), layout,
@@ -736,12 +746,30 @@ def prepare_basis(K, B, kernel, n_basis, layout, precondition: str, depth):
 
 
 @functools.partial(
-    jax.jit, static_argnames=("block", "path", "chains", "precondition", "stages")
+    jax.jit,
+    static_argnames=("block", "path", "chains", "precondition", "stages", "rows", "dual"),
 )  # fmt: skip
 def fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, block, max_iter,
-              max_cg, path, chains, precondition, stages=None):  # fmt: skip
-    """The compiled fit over a built kernel block ``K``: :func:`prepare_basis`, then
-    :func:`solve`. Returns ``(betas, info, floor)``."""
+              max_cg, path, chains, precondition, stages=None, rows=None, dual=False):  # fmt: skip
+    """The compiled fit over a kernel block: :func:`prepare_basis`, then :func:`solve`.
+    Returns ``(betas, info, floor)``.
+
+    ``K`` is the built block, or, with ``rows`` (a static chunk height), the ``(m_pad, d)``
+    rows whose block ``k(K, B)`` is built here in chunks of ``rows``
+    (:func:`~jaxrank.kernels.kernel_block`'s layout) and, with ``dual``, kept with its
+    transpose (:class:`~jaxrank.kernels.DualBlock`). :func:`fit_rows` builds it here: a fit is
+    then one program, the one a later process loads (a separate block program cost it a
+    second lowering and cache load, ~10-30 ms, issue 29)."""
+    if rows is not None:
+        K = _kernels.block_chunks(kernel, K, B, rows, n_basis)
+        # the barrier materialises the block (and its transpose) as the separate programs did:
+        # without it XLA folds the transpose into the products (a strided G @ K, the slow
+        # layout DualBlock avoids) and fuses the kernel into its consumers, which changes
+        # the rounding of the solve
+        if dual:
+            K = _kernels.DualBlock(*jax.lax.optimization_barrier((K, K.T)))
+        else:
+            K = jax.lax.optimization_barrier(K)
     Krr, chol, floor = prepare_basis(K, B, kernel, n_basis, layout, precondition, depth)
     betas, info = solve(
         K, Krr, chol, lams, beta0, loss, tol, floor, layout=layout, block=block,
@@ -772,7 +800,8 @@ DUAL_MIN_COLUMNS = 4
 
 
 def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget) -> bool:
-    """Whether a fit keeps the block in both layouts (:class:`~jaxrank.kernels.DualBlock`).
+    """Whether a fit keeps the block ``K`` (or one to be built on the device ``K``) in both
+    layouts (:class:`~jaxrank.kernels.DualBlock`).
 
     Only where it pays and fits: a batched solve with at least :data:`DUAL_MIN_COLUMNS` λ
     columns per product, on CPU (GPU matrix-multiply libraries run ``G @ K`` at the speed of
@@ -780,7 +809,8 @@ def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget)
     """
     if columns < DUAL_MIN_COLUMNS:
         return False
-    if any(d.platform != "cpu" for d in K.devices()):
+    devices = [K] if isinstance(K, jax.Device) else K.devices()
+    if any(d.platform != "cpu" for d in devices):
         return False
     budget = _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
     return 2 * block_bytes <= min(limit, budget)
