@@ -762,10 +762,10 @@ def fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, b
     second lowering and cache load, ~10-30 ms, issue 29)."""
     if rows is not None:
         K = _kernels.block_chunks(kernel, K, B, rows, n_basis)
-        # the barrier materialises the block (and its transpose) as the separate programs did:
-        # without it XLA folds the transpose into the products (a strided G @ K, the slow
-        # layout DualBlock avoids) and fuses the kernel into its consumers, which changes
-        # the rounding of the solve
+        # the barrier materialises the block and its transpose, as separate programs did:
+        # without it XLA may fold the transpose back into the products (the strided G @ K
+        # that DualBlock avoids); measured at m = 1000 (float32, 16 λ) one λ then ended
+        # PRECISION where the separate programs converged
         if dual:
             K = _kernels.DualBlock(*jax.lax.optimization_barrier((K, K.T)))
         else:
