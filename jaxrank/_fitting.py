@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from typing import Any, NamedTuple
 
 import jax
@@ -486,10 +487,11 @@ def fit_biclass(
 
 
 def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max_iter, max_cg,
-                    **static):  # fmt: skip
+                    low_effort=False, **static):  # fmt: skip
     # fit_block with every traced argument positional (jaxrank._exported flattens them)
-    return fit_block(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
-                     max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
+    run = fit_block_low_effort if low_effort else fit_block
+    return run(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
+               max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
 
 
 def fit_rows(
@@ -665,10 +667,15 @@ def fit_rows(
         jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(depth, dt), layout,
         int(max_iter), int(max_cg),
     )  # fmt: skip
+    # a small block on CPU: a fit that compiles for seconds and runs for milliseconds
+    low = block_bytes <= LOW_EFFORT_MAX_BYTES and jax.default_backend() == "cpu"
+    options = low_effort_options() if low else {}
     with _one_blas_thread():
         # through a stored jax.export program: a later process skips tracing and lowering
-        out = _exported.call("fit_block", functools.partial(_fit_block_args, **static), args,
-                             tuple(sorted(static.items())))  # fmt: skip
+        out = _exported.call(
+            "fit_block", functools.partial(_fit_block_args, low_effort=low, **static), args,
+            tuple(sorted(static.items())), compiler_options=options,
+        )  # fmt: skip
         betas, info, floor = out[0], SolverInfo(*out[1:6]), float(out[6])
     # back on the host: the real λ in their order, the real basis columns
     unsort = np.argsort(sort[:L])
@@ -745,11 +752,7 @@ def prepare_basis(K, B, kernel, n_basis, layout, precondition: str, depth):
     return Krr, Krr, floor
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("block", "path", "chains", "precondition", "stages", "rows", "dual"),
-)  # fmt: skip
-def fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, block, max_iter,
+def _fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, block, max_iter,
               max_cg, path, chains, precondition, stages=None, rows=None, dual=False):  # fmt: skip
     """The compiled fit over a kernel block: :func:`prepare_basis`, then :func:`solve`.
     Returns ``(betas, info, floor)``.
@@ -759,7 +762,11 @@ def fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, b
     (:func:`~jaxrank.kernels.kernel_block`'s layout) and, with ``dual``, kept with its
     transpose (:class:`~jaxrank.kernels.DualBlock`). :func:`fit_rows` builds it here: a fit is
     then one program, the one a later process loads (a separate block program cost it a
-    second lowering and cache load, ~10-30 ms, issue 29)."""
+    second lowering and cache load, ~10-30 ms, issue 29).
+
+    :func:`fit_block_low_effort` is the same program compiled with
+    :func:`low_effort_options` (:func:`fit_rows` uses it for blocks up to
+    :data:`LOW_EFFORT_MAX_BYTES` on CPU)."""
     if rows is not None:
         K = _kernels.block_chunks(kernel, K, B, rows, n_basis)
         # the barrier materialises the block and its transpose, as separate programs did:
@@ -777,6 +784,36 @@ def fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, b
         precondition=precondition, stages=stages,
     )  # fmt: skip
     return betas, info, floor
+
+
+_FIT_BLOCK_STATIC = ("block", "path", "chains", "precondition", "stages", "rows", "dual")
+
+#: XLA:CPU options of :func:`fit_block_low_effort`: the loop emitters instead of the MLIR fusion
+#: emitters, and LLVM at ``-O1`` instead of ``-O3``. Measured on the 16-λ fit at m = 1000
+#: (float32, 2 cores, jax 0.10.2; its compile is ~4 s of LLVM code generation for ~240 kernels,
+#: 0.2-0.3 s of HLO passes): compile 4.2-4.9 s → 2.7-2.8 s (the fusion emitters alone
+#: 3.3 s, ``-O1`` alone 4.0-4.3 s, ``-O0`` 1.0 s but a 3x slower fit), warm fit 24-25 ms → 22-23
+#: ms. At m = 3000 (a 3.9 MB block) the fit ran 1.8-2.1 s against 1.3-2.7 s, at m = 10⁴
+#: 10.1 s against 8.4 s: hence only small blocks (:data:`LOW_EFFORT_MAX_BYTES`).
+LOW_EFFORT_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+
+#: Largest kernel block (bytes) :func:`fit_rows` compiles with :func:`low_effort_options`:
+#: there a fit runs in tens of milliseconds and compiling it takes seconds (m = 1000: a
+#: 0.6 MB block; measured slower fits from a 3.9 MB block on, :data:`LOW_EFFORT_OPTIONS`).
+LOW_EFFORT_MAX_BYTES = 2**20
+
+
+def low_effort_options() -> dict:
+    """:data:`LOW_EFFORT_OPTIONS` less any option the user set in ``$XLA_FLAGS`` (read when
+    jaxrank is imported: XLA reads them once, when its backend starts), which is kept."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {k: v for k, v in LOW_EFFORT_OPTIONS.items() if f"--{k}" not in flags}
+
+
+fit_block = jax.jit(_fit_block, static_argnames=_FIT_BLOCK_STATIC)
+fit_block_low_effort = jax.jit(
+    _fit_block, static_argnames=_FIT_BLOCK_STATIC, compiler_options=low_effort_options() or None
+)
 
 
 @jax.jit
