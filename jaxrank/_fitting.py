@@ -488,8 +488,10 @@ def fit_biclass(
 
 def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max_iter, max_cg,
                     low_effort=False, **static):  # fmt: skip
-    # fit_block with every traced argument positional (jaxrank._exported flattens them)
-    run = fit_block_low_effort if low_effort else fit_block
+    # fit_block with every traced argument positional (jaxrank._exported flattens them); traced
+    # for an export, fit_block: XLA options belong to the outermost jit (the stored program's)
+    traced = isinstance(K, jax.core.Tracer)
+    run = fit_block_low_effort if low_effort and not traced else fit_block
     return run(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
                max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
 
