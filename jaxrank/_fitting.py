@@ -490,7 +490,7 @@ def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max
                     low_effort=False, **static):  # fmt: skip
     # fit_block with every traced argument positional (jaxrank._exported flattens them); traced
     # for an export, fit_block: XLA options belong to the outermost jit (the stored program's)
-    traced = isinstance(K, jax.core.Tracer)
+    traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves((K, B)))
     run = fit_block_low_effort if low_effort and not traced else fit_block
     return run(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
                max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
