@@ -24,7 +24,15 @@ import jaxrank
 #: Every jitted function a fit runs (missing ones are skipped: older jaxrank, before/after runs).
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax._src.dispatch
 ENTRY_POINTS = {
-    "jaxrank._fitting": ("fit_block", "solve", "gram", "_psd_shift_jit", "_inverse_factor_jit"),
+    "jaxrank._fitting": (
+        "fit_block",
+        "fit_block_low_effort",
+        "solve",
+        "gram",
+        "polish_block",
+        "_psd_shift_jit",
+        "_inverse_factor_jit",
+    ),
     "jaxrank.kernels": ("_block", "_transpose", "_stream"),
 }
 

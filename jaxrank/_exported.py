@@ -62,7 +62,7 @@ def directory() -> Path | None:
     return None if not cache else Path(cache) / "jaxrank-exported"
 
 
-def call(name: str, fn, args: tuple, static: tuple = ()):
+def call(name: str, fn, args: tuple, static: tuple = (), compiler_options: dict | None = None):
     """``jax.tree.leaves(fn(*args))`` through a stored ``jax.export`` program when possible.
 
     Args:
@@ -71,6 +71,8 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
         their values go in ``static``).
       args: its arguments (pytrees of arrays and Python scalars, on one device).
       static: hashable values the program depends on beyond the arguments' shapes and dtypes.
+      compiler_options: XLA options the stored program is compiled with (``fn`` itself, when
+        it runs directly, compiles with its own).
 
     Returns:
       The output's leaves, in ``jax.tree.leaves`` order.
@@ -84,7 +86,8 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
     avals = [_aval(a) for a in leaves]  # without tracing: a warm call traces nothing
     sig = [(a.shape, str(a.dtype), bool(getattr(a, "weak_type", False))) for a in avals]
     backend = jax.default_backend()
-    text = repr((name, static, str(tree), sig, jax.__version__, backend, _code_version()))
+    options = tuple(sorted((compiler_options or {}).items()))
+    text = repr((name, static, options, str(tree), sig, jax.__version__, backend, _code_version()))
     key = hashlib.sha256(text.encode()).hexdigest()[:40]
     run = _LOADED.get(key)
     if run is None:
@@ -102,7 +105,7 @@ def call(name: str, fn, args: tuple, static: tuple = ()):
             return exp.call(*xs)
 
         stored.__name__ = name  # the compiled module's name: jit_<name>, as the jitted function's
-        run = _LOADED[key] = jax.jit(stored)
+        run = _LOADED[key] = jax.jit(stored, compiler_options=dict(options) or None)
     return run(*leaves)
 
 

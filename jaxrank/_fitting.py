@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from typing import Any, NamedTuple
 
 import jax
@@ -491,10 +492,13 @@ def fit_biclass(
 
 
 def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max_iter, max_cg,
-                    **static):  # fmt: skip
-    # fit_block with every traced argument positional (jaxrank._exported flattens them)
-    return fit_block(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
-                     max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
+                    low_effort=False, **static):  # fmt: skip
+    # fit_block with every traced argument positional (jaxrank._exported flattens them); traced
+    # for an export, fit_block: XLA options belong to the outermost jit (the stored program's)
+    traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves((K, B)))
+    run = fit_block_low_effort if low_effort and not traced else fit_block
+    return run(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout=layout,
+               max_iter=max_iter, max_cg=max_cg, **static)  # fmt: skip
 
 
 def fit_rows(
@@ -602,8 +606,9 @@ def fit_rows(
         elif mesh is not None:
             K = _kernels.sharded_block(kernel, Xo, Bp, *mesh, multiple=block, n_basis=nb)
         else:
-            K = _kernels.kernel_block(kernel, Xo, Bp, padded=True, multiple=block, n_basis=nb)
-        del Xo
+            # the block is built inside the fit's program (fit_block with `rows`): one
+            # program per fit, and no eager op before it
+            K = None
     L = lams.size
     chains = 1 if path == "batch" else min(int(chains), L)
     # λ count bucket: only where compilation dominates (a large block runs its exact grid; its
@@ -614,13 +619,18 @@ def fit_rows(
         if path == "batch" and block_bytes < SHARED_GRID_MAX_BYTES and _buckets.enabled():
             L_pad = max(L_pad, SHARED_GRID_LAMS)  # one program for a single λ and grids
     L_pad = -(-L_pad // chains) * chains
-    if (
+    dual = (
         not streamed
         and mesh is None
         and keep_transpose(
-            K, L_pad if path == "batch" else chains, block_bytes, limit, memory_budget
+            jax.devices()[0] if K is None else K,
+            L_pad if path == "batch" else chains,
+            block_bytes,
+            limit,
+            memory_budget,
         )
-    ):
+    )
+    if dual and K is not None:
         K = _kernels.dual_block(K)
     precondition = resolve_precondition(precondition, layout, nb, streamed=streamed)
     # the gradient's rounding floor (fit_block) depends on the two-level product's shape
@@ -664,15 +674,24 @@ def fit_rows(
     # measured: eigh of 104 x 104 inside the fit 2 ms pinned, up to 180 ms not)
     static = dict(block=block, path=path, chains=chains, precondition=precondition,
                   stages=grid_stages(L_pad, block_bytes) if path == "batch" else None)  # fmt: skip
+    if K is None:  # fit_block builds the block from the padded rows
+        K = put(Xo)
+        static.update(rows=rows, dual=dual)
+        del Xo
     args = (
         K, put(Bp), kernel, np.int32(nb), put(lams[sort], dt), put(beta0),
         jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(depth, dt), layout,
         POLISH_AFTER if polish else int(max_iter), int(max_cg),
     )  # fmt: skip
+    # a small block on CPU: a fit that compiles for seconds and runs for milliseconds
+    low = block_bytes <= LOW_EFFORT_MAX_BYTES and jax.default_backend() == "cpu"
+    options = low_effort_options() if low else {}
     with _one_blas_thread():
         # through a stored jax.export program: a later process skips tracing and lowering
-        out = _exported.call("fit_block", functools.partial(_fit_block_args, **static), args,
-                             tuple(sorted(static.items())))  # fmt: skip
+        out = _exported.call(
+            "fit_block", functools.partial(_fit_block_args, low_effort=low, **static), args,
+            tuple(sorted(static.items())), compiler_options=options,
+        )  # fmt: skip
         betas, info, floor = out[0], SolverInfo(*out[1:6]), float(out[6])
     # back on the host: the real λ in their order, the real basis columns
     unsort = np.argsort(sort[:L])
@@ -761,13 +780,31 @@ def prepare_basis(K, B, kernel, n_basis, layout, precondition: str, depth):
     return Krr, Krr, floor
 
 
-@functools.partial(
-    jax.jit, static_argnames=("block", "path", "chains", "precondition", "stages")
-)  # fmt: skip
-def fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, block, max_iter,
-              max_cg, path, chains, precondition, stages=None):  # fmt: skip
-    """The compiled fit over a built kernel block ``K``: :func:`prepare_basis`, then
-    :func:`solve`. Returns ``(betas, info, floor)``."""
+def _fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, block, max_iter,
+              max_cg, path, chains, precondition, stages=None, rows=None, dual=False):  # fmt: skip
+    """The compiled fit over a kernel block: :func:`prepare_basis`, then :func:`solve`.
+    Returns ``(betas, info, floor)``.
+
+    ``K`` is the built block, or, with ``rows`` (a static chunk height), the ``(m_pad, d)``
+    rows whose block ``k(K, B)`` is built here in chunks of ``rows``
+    (:func:`~jaxrank.kernels.kernel_block`'s layout) and, with ``dual``, kept with its
+    transpose (:class:`~jaxrank.kernels.DualBlock`). :func:`fit_rows` builds it here: a fit is
+    then one program, the one a later process loads (a separate block program cost it a
+    second lowering and cache load, ~10-30 ms, issue 29).
+
+    :func:`fit_block_low_effort` is the same program compiled with
+    :func:`low_effort_options` (:func:`fit_rows` uses it for blocks up to
+    :data:`LOW_EFFORT_MAX_BYTES` on CPU)."""
+    if rows is not None:
+        K = _kernels.block_chunks(kernel, K, B, rows, n_basis)
+        # the barrier materialises the block and its transpose, as separate programs did:
+        # without it XLA may fold the transpose back into the products (the strided G @ K
+        # that DualBlock avoids); measured at m = 1000 (float32, 16 λ) one λ then ended
+        # PRECISION where the separate programs converged
+        if dual:
+            K = _kernels.DualBlock(*jax.lax.optimization_barrier((K, K.T)))
+        else:
+            K = jax.lax.optimization_barrier(K)
     Krr, chol, floor = prepare_basis(K, B, kernel, n_basis, layout, precondition, depth)
     betas, info = solve(
         K, Krr, chol, lams, beta0, loss, tol, floor, layout=layout, block=block,
@@ -965,6 +1002,36 @@ def polish_float64(betas, info, X, order, slots, idx, lams, layout, *, kernel, l
     return betas, SolverInfo(**out)
 
 
+_FIT_BLOCK_STATIC = ("block", "path", "chains", "precondition", "stages", "rows", "dual")
+
+#: XLA:CPU options of :func:`fit_block_low_effort`: the loop emitters instead of the MLIR fusion
+#: emitters, and LLVM at ``-O1`` instead of ``-O3``. Measured on the 16-λ fit at m = 1000
+#: (float32, 2 cores, jax 0.10.2; its compile is ~4 s of LLVM code generation for ~240 kernels,
+#: 0.2-0.3 s of HLO passes): compile 4.2-4.9 s → 2.7-2.8 s (the fusion emitters alone
+#: 3.3 s, ``-O1`` alone 4.0-4.3 s, ``-O0`` 1.0 s but a 3x slower fit), warm fit 24-25 ms → 22-23
+#: ms. At m = 3000 (a 3.9 MB block) the fit ran 1.8-2.1 s against 1.3-2.7 s, at m = 10⁴
+#: 10.1 s against 8.4 s: hence only small blocks (:data:`LOW_EFFORT_MAX_BYTES`).
+LOW_EFFORT_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+
+#: Largest kernel block (bytes) :func:`fit_rows` compiles with :func:`low_effort_options`:
+#: there a fit runs in tens of milliseconds and compiling it takes seconds (m = 1000: a
+#: 0.6 MB block; measured slower fits from a 3.9 MB block on, :data:`LOW_EFFORT_OPTIONS`).
+LOW_EFFORT_MAX_BYTES = 2**20
+
+
+def low_effort_options() -> dict:
+    """:data:`LOW_EFFORT_OPTIONS` less any option the user set in ``$XLA_FLAGS`` (read when
+    jaxrank is imported: XLA reads them once, when its backend starts), which is kept."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {k: v for k, v in LOW_EFFORT_OPTIONS.items() if f"--{k}" not in flags}
+
+
+fit_block = jax.jit(_fit_block, static_argnames=_FIT_BLOCK_STATIC)
+fit_block_low_effort = jax.jit(
+    _fit_block, static_argnames=_FIT_BLOCK_STATIC, compiler_options=low_effort_options() or None
+)
+
+
 @jax.jit
 def gram(kernel, B):
     return kernel(B, B)
@@ -994,7 +1061,8 @@ DUAL_MIN_COLUMNS = 4
 
 
 def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget) -> bool:
-    """Whether a fit keeps the block in both layouts (:class:`~jaxrank.kernels.DualBlock`).
+    """Whether a fit keeps the block ``K`` (or one to be built on the device ``K``) in both
+    layouts (:class:`~jaxrank.kernels.DualBlock`).
 
     Only where it pays and fits: a batched solve with at least :data:`DUAL_MIN_COLUMNS` λ
     columns per product, on CPU (GPU matrix-multiply libraries run ``G @ K`` at the speed of
@@ -1002,7 +1070,8 @@ def keep_transpose(K, columns: int, block_bytes: int, limit: int, memory_budget)
     """
     if columns < DUAL_MIN_COLUMNS:
         return False
-    if any(d.platform != "cpu" for d in K.devices()):
+    devices = [K] if isinstance(K, jax.Device) else K.devices()
+    if any(d.platform != "cpu" for d in devices):
         return False
     budget = _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
     return 2 * block_bytes <= min(limit, budget)

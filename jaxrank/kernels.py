@@ -827,7 +827,7 @@ def sharded_block(
 def _sharded_build(kernel, Xp, B, nv, rows, mesh, axis):
     P = jax.sharding.PartitionSpec
     build = _shard_map(
-        lambda Xl, Bl, n: _block_chunks(kernel, Xl, Bl, rows, n),
+        lambda Xl, Bl, n: block_chunks(kernel, Xl, Bl, rows, n),
         mesh,
         (P(axis, None), P(), P()),
         P(axis, None),
@@ -873,7 +873,10 @@ def kernel_block(
     return K if padded else K[: X.shape[0]]
 
 
-def _block_chunks(kernel: Kernel, Xp, B, rows: int, n_basis) -> jax.Array:
+def block_chunks(kernel: Kernel, Xp, B, rows: int, n_basis) -> jax.Array:
+    """``k(Xp, B)`` computed in chunks of ``rows`` rows (``Xp.shape[0]`` a multiple of it), the
+    columns of basis rows from ``n_basis`` on zero: :func:`kernel_block`'s traced body, also
+    built inside the fit's program (:func:`jaxrank._fitting.fit_block`)."""
     chunks = Xp.reshape(-1, rows, Xp.shape[1])
     K = jax.lax.map(lambda c: _mask_columns(kernel(c, B), n_basis), chunks)
     return K.reshape(Xp.shape[0], B.shape[0])
@@ -881,7 +884,7 @@ def _block_chunks(kernel: Kernel, Xp, B, rows: int, n_basis) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnums=4)
 def _block(kernel: Kernel, Xp: jax.Array, B: jax.Array, n_basis, rows: int) -> jax.Array:
-    return _block_chunks(kernel, Xp, B, rows, n_basis)
+    return block_chunks(kernel, Xp, B, rows, n_basis)
 
 
 def stream_matvec(kernel: Kernel, X, B, coef) -> jax.Array:

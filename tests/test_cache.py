@@ -285,3 +285,28 @@ def test_every_fit_bounds_the_compiled_programs(monkeypatch):
     X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
     jaxrank.fit_rankrc(X, y, 2.0**-4)
     assert seen == [1]
+
+
+def test_small_blocks_compile_with_low_effort(monkeypatch):
+    # a block up to LOW_EFFORT_MAX_BYTES compiles with fewer XLA passes (issue 29: compile time
+    # at m = 1000), options the user set in XLA_FLAGS win; the fit is the same
+    from jaxrank import _exported, _fitting
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+    assert _fitting.low_effort_options() == {"xla_cpu_use_fusion_emitters": False}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    assert _fitting.low_effort_options() == _fitting.LOW_EFFORT_OPTIONS
+    calls, call = [], _exported.call
+
+    def spy(name, fn, args, static, compiler_options):
+        calls.append((fn.keywords["low_effort"], compiler_options))
+        return call(name, fn, args, static, compiler_options)
+
+    monkeypatch.setattr(_exported, "call", spy)
+    X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
+    low = jaxrank.fit_rankrc(X, y, 2.0**-4)
+    monkeypatch.setattr(_fitting, "LOW_EFFORT_MAX_BYTES", 0)
+    default = jaxrank.fit_rankrc(X, y, 2.0**-4)
+    assert [c[0] for c in calls] == [True, False] and calls[1][1] == {}
+    assert calls[0][1] and set(calls[0][1]) <= set(_fitting.LOW_EFFORT_OPTIONS)
+    assert jnp.allclose(low.coef, default.coef, rtol=1e-6, atol=1e-9)

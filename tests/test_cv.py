@@ -484,11 +484,12 @@ def test_search_refit_and_similar_sets_share_one_compiled_solver():
 
     # the compiled fit (basis preparation + solver): jitted directly, or through a stored
     # jax.export program when the persistent cache is on (the estimators switch it on)
-    fit_block = importlib.import_module("jaxrank._fitting").fit_block
+    fitting = importlib.import_module("jaxrank._fitting")
     exported = importlib.import_module("jaxrank._exported")
 
-    def programs():
-        return fit_block._cache_size() + len(exported._LOADED)
+    def programs():  # small blocks compile fit_block_low_effort (fitting.LOW_EFFORT_MAX_BYTES)
+        jitted = (fitting.fit_block, fitting.fit_block_low_effort)
+        return sum(f._cache_size() for f in jitted) + len(exported._LOADED)
 
     X, y = datasets.make_rare_class(150, 0.12, 0.75, seed=3)
     n0 = programs()

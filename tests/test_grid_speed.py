@@ -72,20 +72,27 @@ def test_dual_block_float32_grid_gradient_accuracy():
     assert err_dual <= 4 * max(err_two, 1e-7 * scale), (err_dual, err_two, err_plain)
 
 
+def _spy_keep_transpose(monkeypatch) -> list[bool]:
+    # fit_rows's choice of the two-layout block (built in the fit's program, or by dual_block)
+    used, keep = [], fitmod.keep_transpose
+    monkeypatch.setattr(
+        fitmod, "keep_transpose", lambda *a, **k: used.append(keep(*a, **k)) or used[-1]
+    )
+    return used
+
+
 @pytest.mark.parametrize("path", ["batch", "warm"])
 def test_fit_with_transpose_equals_without(data, monkeypatch, path):
     X, y = data
     lams = 2.0 ** np.arange(-12, 5, 4)  # 5 values: at least DUAL_MIN_COLUMNS per product
     kw = dict(tol=1e-10, path=path, chains=4)
-    used = []
-    orig = kernels.dual_block
-    monkeypatch.setattr(kernels, "dual_block", lambda K: used.append(1) or orig(K))
+    used = _spy_keep_transpose(monkeypatch)
     got = jaxrank.fit_rankrc(X, y, lams, **kw)
-    assert used, "the grid fit did not keep the transposed block"
+    assert any(used), "the grid fit did not keep the transposed block"
     monkeypatch.setattr(fitmod, "DUAL_MIN_COLUMNS", 10**6)
     used.clear()
     ref = jaxrank.fit_rankrc(X, y, lams, **kw)
-    assert not used
+    assert used and not any(used)
     np.testing.assert_allclose(got.info.objective, ref.info.objective, rtol=1e-10)
     np.testing.assert_allclose(got.coef, ref.coef, rtol=1e-6, atol=1e-8)
 
@@ -101,14 +108,12 @@ def test_keep_transpose_rules():
 
 def test_fit_keeps_one_copy_when_two_exceed_max_kernel_bytes(data, monkeypatch):
     X, y = data
-    used = []
-    orig = kernels.dual_block
-    monkeypatch.setattr(kernels, "dual_block", lambda K: used.append(1) or orig(K))
+    used = _spy_keep_transpose(monkeypatch)
     nb = int((y == 1).sum())  # the stored block's size, as fit_rows computes it
     rows, n_chunks = kernels.chunk_rows(len(y), nb, 8, kernels.product_block(len(y)))
     block_bytes = rows * n_chunks * nb * 8
     jaxrank.fit_rankrc(X, y, 2.0 ** np.arange(-8, 1, 2), max_kernel_bytes=block_bytes)
-    assert not used
+    assert not any(used)
 
 
 # ----------------------------------------------------------------------------- staged solver
