@@ -27,7 +27,6 @@ The row-sharded layout is the one for data a single process cannot hold.
 
 from __future__ import annotations
 
-import math
 import socket
 from typing import Any
 
@@ -42,6 +41,7 @@ from jaxrank.fit import fit as _fit_one
 from jaxrank.select import (
     SelectionResult,
     best_cell,
+    selection_result,
     shared_floors,
     sigma2_kernels,
     stratified_folds,
@@ -156,18 +156,7 @@ def select_lambda(
     else:
         fold = fold_all[start : start + pos.size]
         cv, (s_best, l_best), model = _rows(X, pos, fold, sigma2s, refit, *args)
-    mean = cv.mean(axis=1)
-    se = cv.std(axis=1, ddof=1) / math.sqrt(k)
-    best_sigma2 = None if sigma2s is None else float(sigma2s[s_best])
-    if sigma2s is None:
-        cv, mean, se, index = cv[0], mean[0], se[0], l_best
-    else:
-        index = (s_best, l_best)
-    return SelectionResult(
-        lams=grid, sigma2s=sigma2s, cv_auc=cv, mean_auc=mean, se_auc=se,
-        best_lam=float(grid[l_best]), best_sigma2=best_sigma2, best_index=index, fold=fold_all,
-        model=model,
-    )  # fmt: skip
+    return selection_result(grid, sigma2s, cv, (s_best, l_best), fold_all, model)
 
 
 def _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout, fit_kwargs):

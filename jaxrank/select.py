@@ -30,7 +30,9 @@ from jaxrank._validation import (
 from jaxrank.fit import fit
 from jaxrank.model import RankModel
 
-__all__ = ["SelectionResult", "select_lambda", "shared_floors", "stratified_folds"]
+__all__ = [
+    "SelectionResult", "select_lambda", "selection_result", "shared_floors", "stratified_folds",
+]  # fmt: skip
 
 
 class SelectionResult(NamedTuple):
@@ -269,6 +271,33 @@ def _core_table(X, pos, fold, grid, basis, kernel_list, cv, fit_kwargs) -> bool:
     return True
 
 
+def selection_result(grid, sigma2s, cv, best, fold, model) -> SelectionResult:
+    """The :class:`SelectionResult` of a filled ``(n_σ², folds, L)`` table ``cv`` and its pick
+    ``best = (s, l)`` (mean and standard error over the folds; without a σ² grid the σ² axis is
+    dropped and the index is λ's alone). Shared by the one-process and multi-process searches.
+
+    Example:
+      >>> import numpy as np
+      >>> cv = np.asarray([[[0.6, 0.8], [0.7, 0.9]]])  # no σ² grid, 2 folds, 2 λ
+      >>> r = selection_result(np.asarray([0.1, 1.0]), None, cv, (0, 1), np.zeros(4, int), None)
+      >>> r.best_lam, r.mean_auc.round(2).tolist(), r.best_index
+      (1.0, [0.65, 0.85], 1)
+    """
+    s_best, l_best = best
+    mean = cv.mean(axis=1)
+    se = cv.std(axis=1, ddof=1) / math.sqrt(cv.shape[1])
+    if sigma2s is None:
+        cv, mean, se, index = cv[0], mean[0], se[0], l_best
+    else:
+        index = (s_best, l_best)
+    return SelectionResult(
+        lams=grid, sigma2s=sigma2s, cv_auc=cv, mean_auc=mean, se_auc=se,
+        best_lam=float(grid[l_best]),
+        best_sigma2=None if sigma2s is None else float(sigma2s[s_best]),
+        best_index=index, fold=fold, model=model,
+    )  # fmt: skip
+
+
 def select_lambda(
     X,
     y,
@@ -353,22 +382,4 @@ def select_lambda(
             model = fit(X, pos, float(grid[l_best]), basis=basis, key=keys[k],
                         kernel=kernel_list[s_best], **fit_kwargs)  # fmt: skip
 
-    se = cv.std(axis=1, ddof=1) / math.sqrt(k)
-    best_lam = float(grid[l_best])
-    best_sigma2 = None if sigma2s is None else float(sigma2s[s_best])
-    if sigma2s is None:
-        cv, mean, se, index = cv[0], mean[0], se[0], l_best
-    else:
-        index = (s_best, l_best)
-    return SelectionResult(
-        lams=grid,
-        sigma2s=sigma2s,
-        cv_auc=cv,
-        mean_auc=mean,
-        se_auc=se,
-        best_lam=best_lam,
-        best_sigma2=best_sigma2,
-        best_index=index,
-        fold=fold,
-        model=model,
-    )
+    return selection_result(grid, sigma2s, cv, (s_best, l_best), fold, model)
