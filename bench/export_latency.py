@@ -162,7 +162,9 @@ def markdown(report: dict) -> str:
         f"`make_rare_class(m = {r['m']:,}, ρ = 0.1, t = 0.75)`, standardised, float32, "
         "the 16-λ "
         f"`fit_rankrc`, each row a fresh process (children of `bench/latency.py`) on "
-        f"{env['cpu_count']} CPUs (jax {env['jax']}); compile times from JAX's "
+        f"{env['cpu_count']} CPUs"
+        + (f" and {env['device_kind']}" if env.get("platform", "cpu") != "cpu" else "")
+        + f" (jax {env['jax']}); compile times from JAX's "
         "monitoring events. *first fit* = the process's first fit after `import jaxrank` and "
         "JAX's backend start (both excluded, as in §16), *warm fit* = the median of the "
         "repeats after it in the same process. "

@@ -34,10 +34,13 @@ class Section(NamedTuple):
     name: str
     description: str
     command: str
+    module: str  # bench/<module>.py renders bench/results/<name>.json (the same but for re-runs)
 
 
 # The sections in page order, a paragraph each: "name | title", the description, then "$ " and the
 # command that reproduces bench/results/<name>.json (wrapped lines are joined with a space).
+# "name=module | title": bench/<module>.py's markdown() renders <name>.json (a second run of one
+# script, e.g. on a GPU).
 REGISTRY = """\
 systems | All systems side by side (KEEL)
 Every system of the five papers and the sklearn baselines on the KEEL sets of seed 000 Table 4: AUC,
@@ -110,7 +113,26 @@ $ python bench/scale.py && cp bench/out/scale.json bench/results/
 gpu | GPU: fit, grid and products on an accelerator
 The single-λ fit, the 16-λ grid and the Hessian-vector product against streaming the kernel block,
 at m = 10⁵-10⁶ on the one GPU a session was lent (issue 6 item 4).
-$ python bench/gpu.py --out bench/results/gpu.json
+$ python bench/gpu.py --sizes 100000 1000000 --out bench/results/gpu.json
+
+gpu_small_lambda=small_lambda | GPU: small λ in float32 on d = 5
+The grid of "Small λ in float32 on the paper's d = 5 data" on the GPU above: the 16-λ grid in
+float32 at m = 10⁵, d = 5 (seeds 0 and 1) and d = 40 (seed 0), batched against 16 separate fits in
+one run (issue 29 item 5).
+$ python bench/small_lambda.py --seeds 0 --dims 5 40 --out a.json; python bench/small_lambda.py
+--seeds 1 --dims 5 --out b.json; runs of b.json appended to a.json's
+
+gpu_export_latency=export_latency | GPU: a fit in a second process
+"A fit in a second process" on the GPU above: the 16-λ fit at m = 1000 in fresh processes
+(empty and warm compilation cache, stored jax.export programs on and off) and RankRCClassifierCV at
+m = 300 beside the scikit-learn baselines on the host CPU (issues 16, 29).
+$ XLA_PYTHON_CLIENT_PREALLOCATE=false python bench/export_latency.py --out
+bench/results/gpu_export_latency.json
+
+gpu_scale=scale | GPU: the streamed fit at m = 4·10⁶
+The streamed stage of "Scale targets" on the GPU above: m = 4·10⁶ rows, a 60 GiB kernel block
+recomputed in 2 GiB row chunks at every product.
+$ python bench/scale.py --stages stream --out bench/results/gpu_scale.json
 
 multiprocess | Multi-process fits on jax.distributed
 RankRC by one process and by 2 and 4 local processes of one jax.distributed job (gloo): fit time,
@@ -174,8 +196,10 @@ $ python bench/small_lambda.py --plain --save
 def _section(paragraph: str) -> Section:
     head, *rest = paragraph.split("\n")
     name, title = head.split(" | ", 1)
+    name, _, module = name.partition("=")
     k = next(i for i, line in enumerate(rest) if line.startswith("$ "))
-    return Section(title, name, " ".join(rest[:k]), " ".join(rest[k:]).removeprefix("$ "))
+    desc, command = " ".join(rest[:k]), " ".join(rest[k:]).removeprefix("$ ")
+    return Section(title, name, desc, command, module or name)
 
 
 SECTIONS: tuple[Section, ...] = tuple(_section(p) for p in REGISTRY.strip().split("\n\n"))
@@ -199,8 +223,9 @@ places, other data sizes (each section says which).
 
 def load_module(name: str):
     """Import ``bench/<name>.py`` (bench/ on the path for ``_common`` and sibling imports)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
+    for path in (str(ROOT), str(BENCH)):  # the working tree's jaxrank, and _common
+        if path not in sys.path:
+            sys.path.insert(0, path)
     mod_name = f"_bench_{name}"
     if mod_name in sys.modules:
         return sys.modules[mod_name]
@@ -252,7 +277,7 @@ def render_section(sec: Section, index: int) -> tuple[str, str | None]:
     rel = path.relative_to(ROOT).as_posix()
     result = json.loads(path.read_text())
     lines += [
-        f"Script `bench/{sec.name}.py`; data [`{rel}`]({rel}) ({provenance(result)}). "
+        f"Script `bench/{sec.module}.py`; data [`{rel}`]({rel}) ({provenance(result)}). "
         f"Reproduce: `{sec.command}`",
         "",
     ]
@@ -260,10 +285,10 @@ def render_section(sec: Section, index: int) -> tuple[str, str | None]:
         lines += ["**Warning: this JSON is a `--quick` run, not the full size.**", ""]
     error = None
     try:
-        body = load_module(sec.name).markdown(result).strip()
+        body = load_module(sec.module).markdown(result).strip()
     except Exception as exc:  # a broken section must not hide the others
         error = f"{type(exc).__name__}: {exc}"
-        body = f"*`bench/{sec.name}.py` markdown() failed on this JSON: {error}*"
+        body = f"*`bench/{sec.module}.py` markdown() failed on this JSON: {error}*"
     lines += [body, ""]
     for png in images(sec):
         lines += [f"![{png.stem}]({png.relative_to(ROOT).as_posix()})", ""]

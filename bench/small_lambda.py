@@ -179,9 +179,15 @@ def markdown(r: dict) -> str:
         "every λ converges in float32): the batched grid pays that path (in batches of 4 "
         "columns) plus one block, preconditioner and float64 polish, the separate fits pay 16 "
         "blocks and "
-        "preconditioners, one polish per slow λ and every λ's own steps. Wall times are on the "
-        "shared 2-core machine while other jobs ran (load average up to 15-24); process CPU "
-        "time, which depends much less on that load, gives the second ratio.",
+        "preconditioners, one polish per slow λ and every λ's own steps."
+        + (
+            " Wall times are on the shared 2-core machine while other jobs ran (load average up "
+            "to 15-24); process CPU time, which depends much less on that load, gives the second "
+            "ratio."
+            if r.get("env", {}).get("platform", "cpu") == "cpu"
+            else " On an accelerator the host's CPU time follows the wall time (the host waits "
+            "on the device)."
+        ),
     ]
     return "\n".join(lines)
 
