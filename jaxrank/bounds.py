@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _linalg
 from jaxrank import kernels as _kernels
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_binary_labels, check_lam, check_positive, check_X
@@ -357,7 +358,7 @@ def _lanczos_norms(K, idx, rcond, keys, *, iters: int):
 
         Q, AQ = jax.lax.fori_loop(0, iters, step, (Q, AQ))
         T = jnp.matmul(Q[:iters], AQ.T, precision=_HI)
-        return jnp.max(jnp.abs(jnp.linalg.eigvalsh(0.5 * (T + T.T))))
+        return jnp.max(jnp.abs(_linalg.eigvalsh(0.5 * (T + T.T))))
 
     return jax.vmap(one)(idx, keys)
 
@@ -369,7 +370,7 @@ def _exact_norms(K, idx, rcond):
         W, _ = pinv_sqrt(C[ix], rcond)
         Z = jnp.matmul(C, W, precision=_HI)
         D = K - jnp.matmul(Z, Z.T, precision=_HI)
-        return jnp.max(jnp.abs(jnp.linalg.eigvalsh(0.5 * (D + D.T))))
+        return jnp.max(jnp.abs(_linalg.eigvalsh(0.5 * (D + D.T))))
 
     return jax.lax.map(one, idx)
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrank import _linalg
 from jaxrank._ipm import keep_best, mehrotra_direction
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import (
@@ -122,10 +123,10 @@ def qp_core(G, delta, C, live, max_iter: int):
     def body(state):
         beta, z, nu, it, _, best, best_z, best_fw, stall = state
         rd, rp = residuals(beta, z, nu)
-        chol = jnp.linalg.cholesky(Q + jnp.diag(z / beta) + jitter * eye)
+        chol = _linalg.cholesky(Q + jnp.diag(z / beta) + jitter * eye)
 
         def solve(r):
-            return jax.scipy.linalg.cho_solve((chol, True), r)
+            return _linalg.cho_solve(chol, r)
 
         Mm = solve(m)
         mMm = dot(m, Mm)
@@ -181,10 +182,10 @@ def qp_core(G, delta, C, live, max_iter: int):
     def face(S, beta_start):
         Sf = S.astype(dt)
         Qs = jnp.where(S[:, None] & S[None, :], Q, 0) + jnp.diag(prox * Sf + (1 - Sf))
-        chol = jnp.linalg.cholesky(Qs)
+        chol = _linalg.cholesky(Qs)
 
         def solve(r):
-            return jax.scipy.linalg.cho_solve((chol, True), r)
+            return _linalg.cho_solve(chol, r)
 
         y1 = solve(Sf)
         s1 = dot(Sf, y1)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _linalg
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import choose_dtype
 from jaxrank._precision import HIGHEST as _HI
@@ -98,7 +99,7 @@ class NegativeMoments:
 
     def _apply_T(self, U: jax.Array) -> jax.Array:
         if self.covariance == "full":
-            return jax.scipy.linalg.solve_triangular(self.chol, U.T, lower=True).T
+            return _linalg.solve_triangular(self.chol, U.T, lower=True).T
         V = U / jnp.sqrt(self.diag)
         if self.covariance == "diag":
             return V
@@ -109,7 +110,7 @@ class NegativeMoments:
     def _apply_Tt(self, V: jax.Array) -> jax.Array:
         """``Tᵀ`` applied to each row of ``V``."""
         if self.covariance == "full":
-            return jax.scipy.linalg.solve_triangular(self.chol, V.T, lower=True, trans="T").T
+            return _linalg.solve_triangular(self.chol, V.T, lower=True, trans="T").T
         if self.covariance == "factor":
             V = V - jnp.matmul(
                 jnp.matmul(V, self.basis, precision=_HI) * self.shrink, self.basis.T, precision=_HI
@@ -411,7 +412,7 @@ def _full_moments(X, rho):
     Xc = X - mean
     cov = jnp.matmul(Xc.T, Xc, precision=_HI) / jnp.asarray(n, X.dtype)
     cov = 0.5 * (cov + cov.T) + rho * jnp.eye(d, dtype=X.dtype)
-    return mean, jnp.linalg.cholesky(cov)
+    return mean, _linalg.cholesky(cov)
 
 
 @jax.jit
@@ -435,7 +436,7 @@ def _factor_moments(X, const, rho, key, k, r, power_iters):
     Q = jax.lax.fori_loop(0, power_iters, lambda _, Q: jnp.linalg.qr(gram(Q))[0], Q)
     # Rayleigh-Ritz on span(Q): the eigenpairs of the r × r matrix QᵀX̃ᵀX̃Q (the squared
     # singular values and right singular vectors of X̃Q, without an SVD of the m− × r matrix).
-    lam, W = jnp.linalg.eigh(jnp.matmul(Q.T, gram(Q), precision=_HI))
+    lam, W = _linalg.eigh(jnp.matmul(Q.T, gram(Q), precision=_HI))
     lam, W = lam[::-1], W[:, ::-1]
     s = jnp.sqrt(jnp.maximum(lam, 0))
     V = jnp.matmul(Q, W, precision=_HI)

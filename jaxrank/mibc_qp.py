@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _linalg
 from jaxrank._ipm import keep_best, mehrotra_direction
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_positive
@@ -79,10 +80,10 @@ class _DenseGram(NamedTuple):
         # the barrier terms of free variables have shrunk below rounding; it only perturbs the
         # Newton direction, the iterate stays interior and the certificate is exact.
         jitter = jnp.finfo(d.dtype).eps * self.c * jnp.max(jnp.abs(jnp.diag(self.Q)))
-        return jnp.linalg.cholesky(self.c * self.Q + jnp.diag(d + jitter))
+        return _linalg.cholesky(self.c * self.Q + jnp.diag(d + jitter))
 
     def solve(self, L, r):
-        return jax.scipy.linalg.cho_solve((L, True), r)
+        return _linalg.cho_solve(L, r)
 
     def polish(self, gamma, free, at1):
         """``H_FF γ_F = 1 − H_{F,A1} 1`` by Cholesky (jitter at rounding level) and two steps of
@@ -95,12 +96,12 @@ class _DenseGram(NamedTuple):
         keep = free[:, None] & free[None, :]
         jitter = jnp.finfo(dt).eps * jnp.max(jnp.abs(jnp.diag(H)))
         Hff = jnp.where(keep, H, 0) + jnp.diag(jnp.where(free, 0, 1).astype(dt))
-        L = jnp.linalg.cholesky(Hff + jnp.diag(jnp.where(free, jitter, 0).astype(dt)))
+        L = _linalg.cholesky(Hff + jnp.diag(jnp.where(free, jitter, 0).astype(dt)))
         rhs = jnp.where(free, 1 - jnp.matmul(H, fixed, precision=_HI), fixed)
-        sol = jax.scipy.linalg.cho_solve((L, True), rhs)
+        sol = _linalg.cho_solve(L, rhs)
         for _ in range(2):
             res = rhs - jnp.matmul(Hff, sol, precision=_HI)
-            sol = sol + jax.scipy.linalg.cho_solve((L, True), res)
+            sol = sol + _linalg.cho_solve(L, res)
         return jnp.where(free, sol, fixed)
 
 
@@ -122,13 +123,13 @@ class _LowRankGram(NamedTuple):
         M = jnp.eye(k, dtype=d.dtype) / self.c + jnp.matmul(
             self.Z.T, dinv[:, None] * self.Z, precision=_HI
         )
-        return d, dinv, jnp.linalg.cholesky(M)
+        return d, dinv, _linalg.cholesky(M)
 
     def solve(self, fac, r):
         d, dinv, L = fac
 
         def base(r):
-            y = jax.scipy.linalg.cho_solve((L, True), jnp.matmul(dinv * r, self.Z, precision=_HI))
+            y = _linalg.cho_solve(L, jnp.matmul(dinv * r, self.Z, precision=_HI))
             return dinv * (r - jnp.matmul(self.Z, y, precision=_HI))
 
         # one step of iterative refinement: the Woodbury difference cancels for free
@@ -145,7 +146,7 @@ class _LowRankGram(NamedTuple):
         dt = gamma.dtype
         fixed = jnp.where(at1, 1, 0).astype(dt)
         Zf = jnp.where(free[:, None], self.Z, 0)
-        lam, V = jnp.linalg.eigh(jnp.matmul(Zf.T, Zf, precision=_HI))
+        lam, V = _linalg.eigh(jnp.matmul(Zf.T, Zf, precision=_HI))
         keep = lam > jnp.finfo(dt).eps * Zf.shape[1] * jnp.max(lam)
         inv = jnp.where(keep, 1 / jnp.where(keep, lam, 1), 0)
         pinv = lambda v: jnp.matmul(V, inv * jnp.matmul(v, V, precision=_HI), precision=_HI)

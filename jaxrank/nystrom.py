@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _linalg
 from jaxrank import kernels as _kernels
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_X
@@ -187,7 +188,7 @@ def pinv_sqrt(Krr: jax.Array, rcond) -> tuple[jax.Array, jax.Array]:
       >>> jnp.abs(proj).max(axis=0)  # 1/√λ, 0 for the dropped eigenvalue
       Array([0.5, 1. , 0. ], dtype=float32)
     """
-    lam, U = jnp.linalg.eigh(0.5 * (Krr + Krr.T))
+    lam, U = _linalg.eigh(0.5 * (Krr + Krr.T))
     lam, U = lam[::-1], U[:, ::-1]
     keep = lam > jnp.asarray(rcond, Krr.dtype) * lam[0]
     inv = jnp.where(keep, 1 / jnp.sqrt(jnp.where(keep, lam, 1)), 0)
