@@ -903,6 +903,15 @@ def polish_block(K, B, kernel, n_basis, shift, lams, beta0, loss, tol, *, layout
     return b32, info, value, gnorm
 
 
+def _polish_block_args(K, B, kernel, n_basis, shift, lams, beta0, loss, tol, layout, max_iter,
+                       max_cg, *, block):  # fmt: skip
+    """:func:`polish_block` with every array argument positional (for :func:`_exported.call`)."""
+    return polish_block(
+        K, B, kernel, n_basis, shift, lams, beta0, loss, tol, layout=layout, block=block,
+        max_iter=max_iter, max_cg=max_cg,
+    )  # fmt: skip
+
+
 def polish_float64(betas, info, X, order, slots, idx, lams, layout, *, kernel, lossfn, tol,
                    floor, block, m_rows, nb_pad, max_iter, max_cg, block_bytes, limit,
                    memory_budget):  # fmt: skip
@@ -979,11 +988,19 @@ def polish_float64(betas, info, X, order, slots, idx, lams, layout, *, kernel, l
             K = _kernels.dual_block(K)
         beta0 = np.zeros((take.size, nb_pad), f64)
         beta0[:, :nb] = betas[take]
-        b32, inf64, value, gnorm = polish_block(
+        args = (
             K, put(Bp), kernel, np.int32(nb), put(shift), put(lams[take]), put(beta0),
-            jax.tree.map(put, lossfn), put(0.1 * target), layout=layout, block=block,
-            max_iter=int(max_iter - np.max(its[sel])), max_cg=int(max_cg),
+            jax.tree.map(put, lossfn), put(0.1 * target), layout,
+            np.int32(max_iter - np.max(its[sel])), np.int32(max_cg),
         )  # fmt: skip
+        # as the fit's program: stored as a jax.export program (a later process skips its
+        # ~1 s of tracing), with less XLA effort for a small block on CPU
+        low = block_bytes <= LOW_EFFORT_MAX_BYTES and jax.default_backend() == "cpu"
+        out = _exported.call(
+            "polish_block", functools.partial(_polish_block_args, block=block), args,
+            (("block", block),), compiler_options=low_effort_options() if low else {},
+        )  # fmt: skip
+        b32, inf64, value, gnorm = out[0], SolverInfo(*out[1:6]), out[6], out[7]
         del K
         b32, value, gnorm = (np.asarray(a)[:n] for a in (b32, value, gnorm))
         inf64 = jax.tree.map(lambda a: np.asarray(a)[:n], inf64)
