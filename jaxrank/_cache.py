@@ -268,17 +268,20 @@ def map_count() -> int | None:
 
 
 def _own_jitted():
-    # jaxrank's module-level jitted functions (the programs a fit compiles)
+    # jaxrank's module-level jitted functions (the programs a fit compiles), and those held in
+    # module-level dicts: the stored jax.export programs of jaxrank._exported, one per shape,
+    # would otherwise keep their executables (and mappings) for the life of the process
     seen = set()
     for name, mod in list(sys.modules.items()):
         if mod is None or not (name == "jaxrank" or name.startswith("jaxrank.")):
             continue
-        for value in list(vars(mod).values()):
-            if id(value) in seen or not hasattr(value, "lower"):
-                continue
-            if callable(getattr(value, "clear_cache", None)):
-                seen.add(id(value))
-                yield value
+        for top in list(vars(mod).values()):
+            for value in list(top.values()) if isinstance(top, dict) else (top,):
+                if id(value) in seen or not hasattr(value, "lower"):
+                    continue
+                if callable(getattr(value, "clear_cache", None)):
+                    seen.add(id(value))
+                    yield value
 
 
 def bound_compiled_programs(max_maps: int = MAX_MAPS, *, every: int = _CHECK_EVERY) -> bool:

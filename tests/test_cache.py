@@ -20,6 +20,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxrank
@@ -277,6 +278,32 @@ def test_bound_compiled_programs_drops_only_jaxranks_programs_above_the_limit(mo
     assert mine._cache_size() == 1
     kernels._stream(kernels.Linear(), X, X, jnp.ones((1, 4)), 4)  # recompiles and still works
     assert kernels._stream._cache_size() == 1
+
+
+def test_bound_compiled_programs_drops_the_stored_export_programs(
+    tmp_path, restore_jax_cache_config, monkeypatch
+):
+    """The fits' jax.export programs (one per shape, held in jaxrank._exported) are dropped too:
+    kept, they took a 101-set bench/keel_wide.py run past vm.max_map_count ("LLVM compilation
+    error: Cannot allocate memory")."""
+    if _cache.map_count() is None:
+        pytest.skip("no /proc/self/maps on this platform")
+    from jaxrank import _exported
+
+    monkeypatch.delenv(_exported.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(_exported, "_LOADED", {})
+    jaxrank.set_compilation_cache(tmp_path)
+    if _exported.directory() is None:
+        pytest.skip("jax.export programs cannot be stored here")
+    X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
+    jaxrank.fit_rankrc(X, y, 2.0**-4)
+    loaded = list(_exported._LOADED.values())
+    assert loaded and all(f._cache_size() >= 1 for f in loaded)
+    monkeypatch.setattr(_cache, "_calls", 0)
+    assert _cache.bound_compiled_programs(0, every=1)
+    assert all(f._cache_size() == 0 for f in loaded)
+    again = jaxrank.fit_rankrc(X, y, 2.0**-4)  # loads the program again and still fits
+    assert int(np.ravel(again.info.status)[0]) == 0
 
 
 def test_every_fit_bounds_the_compiled_programs(monkeypatch):
