@@ -306,6 +306,44 @@ def test_bound_compiled_programs_drops_the_stored_export_programs(
     assert int(np.ravel(again.info.status)[0]) == 0
 
 
+def test_exported_program_is_made_once_for_concurrent_callers(
+    tmp_path, restore_jax_cache_config, monkeypatch
+):
+    """Three threads asking for the same new program export and compile it once (the threaded
+    search compiled each fit program once per thread: 41 s of compilation on segment0)."""
+    import threading
+
+    from jaxrank import _exported
+
+    monkeypatch.delenv(_exported.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(_exported, "_LOADED", {})
+    jaxrank.set_compilation_cache(tmp_path)
+    if _exported.directory() is None:
+        pytest.skip("jax.export programs cannot be stored here")
+    made = []
+    real = jax.export.export
+
+    def counting(f, *a, **k):
+        made.append(1)
+        return real(f, *a, **k)
+
+    monkeypatch.setattr(jax.export, "export", counting)
+    x = jnp.arange(64.0)
+    out = [None] * 3
+    go = threading.Barrier(3)
+
+    def work(i):
+        go.wait()
+        out[i] = _exported.call("test_concurrent", lambda v: jnp.cumsum(v * v), (x,))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    [t.start() for t in threads]
+    [t.join(120) for t in threads]
+    assert len(made) == 1 and len(_exported._LOADED) == 1
+    for o in out:
+        np.testing.assert_array_equal(np.asarray(o[0]), np.cumsum(np.arange(64.0) ** 2))
+
+
 def test_every_fit_bounds_the_compiled_programs(monkeypatch):
     seen = []
     monkeypatch.setattr(_cache, "bound_compiled_programs", lambda *a, **k: seen.append(1))
