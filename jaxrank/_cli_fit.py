@@ -33,10 +33,10 @@ def labelled(table, where: str):
 
 def holdout(pos: np.ndarray, frac: float, key) -> np.ndarray:
     """Validation mask: ``round(frac·n)`` rows of each class (at least 1, at most ``n − 1``)."""
-    import jax
+    from jaxrank import _random
 
     val = np.zeros(pos.size, dtype=bool)
-    for sub, mask, name in zip(jax.random.split(key), (pos, ~pos), ("rare", "majority"),
+    for sub, mask, name in zip(_random.split(key), (pos, ~pos), ("rare", "majority"),
                                strict=True):  # fmt: skip
         rows = np.flatnonzero(mask)
         if rows.size < 2:
@@ -45,7 +45,7 @@ def holdout(pos: np.ndarray, frac: float, key) -> np.ndarray:
                 f"{rows.size}: give one λ (--lam) or a --validation file."
             )
         n = min(max(round(frac * rows.size), 1), rows.size - 1)
-        perm = np.asarray(jax.random.permutation(sub, rows.size))
+        perm = _random.permutation(sub, rows.size)
         val[rows[perm[:n]]] = True
     return val
 
@@ -96,14 +96,12 @@ def select_cv(X, pos, grid, k: int, key, fit_one, bar_of) -> Selection:
     :func:`jaxrank.select_lambda`'s protocol step by step (the same keys, folds and fits), so
     that each fold can report progress; the tests check the table and the model against it.
     """
-    import jax
-
-    from jaxrank import metrics
+    from jaxrank import _random, metrics
     from jaxrank.select import stratified_folds
 
-    fold_key, fit_key = jax.random.split(key)
+    fold_key, fit_key = _random.split(key)
     fold = stratified_folds(pos, k, key=fold_key)
-    keys = jax.random.split(fit_key, k + 1)
+    keys = _random.split(fit_key, k + 1)
     bar = bar_of(k + 1)
     cv = np.empty((k, grid.size))
     for f in range(k):
@@ -138,11 +136,9 @@ def select_validation(X, pos, Xv, pos_v, grid, key, fit_one, bar) -> Selection:
 
 def select_holdout(X, pos, grid, frac: float, key, fit_one, bar) -> Selection:
     """λ by AUC on a stratified hold-out of ``frac`` of each class, then a refit on all rows."""
-    import jax
+    from jaxrank import _random, metrics
 
-    from jaxrank import metrics
-
-    split_key, fit_key, refit_key = jax.random.split(key, 3)
+    split_key, fit_key, refit_key = _random.split(key, 3)
     val = holdout(pos, frac, split_key)
     bar.start(f"fitting {grid.size} λ on {int((~val).sum())} rows")
     held = fit_one(X[~val], pos[~val], grid, fit_key).decision_function(X[val])

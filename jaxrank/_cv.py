@@ -208,10 +208,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
-from jaxrank import _buckets, _cv_core, metrics
+from jaxrank import _buckets, _cv_core, _random, metrics
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
@@ -294,7 +293,7 @@ def _policy_basis(policy, X, pos, key, min_basis: int):
 
 
 def _basis_key(key):
-    return jax.random.split(key, 3)[2]
+    return _random.split(key, 3)[2]
 
 
 def equal_folds(fold: np.ndarray, pos: np.ndarray, *, key) -> list[np.ndarray]:
@@ -308,7 +307,7 @@ def equal_folds(fold: np.ndarray, pos: np.ndarray, *, key) -> list[np.ndarray]:
       ``k`` sorted int64 arrays of training-row indices.
     """
     k = int(fold.max()) + 1
-    perm = np.asarray(jax.random.permutation(key, pos.size))
+    perm = _random.permutation(key, pos.size)
     out = []
     target = {c: min(int(np.sum((fold != f) & (pos == c))) for f in range(k)) for c in (0, 1)}
     for f in range(k):
@@ -474,7 +473,7 @@ def cv_search(
     if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
         raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
     check_key(key)
-    k_fold, k_trim, _ = jax.random.split(key, 3)
+    k_fold, k_trim, _ = _random.split(key, 3)
     k_basis = _basis_key(key)
     fold = stratified_folds(pos, folds, key=k_fold)
     train = equal_folds(fold, pos, key=k_trim)
@@ -633,7 +632,7 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
         mask = np.arange(n_held) < te.size
         seen = []
         for b, policy in enumerate(policies):
-            idx = _policy_basis(policy, X[tr], pos[tr], jax.random.fold_in(k_basis, f), min_basis)
+            idx = _policy_basis(policy, X[tr], pos[tr], _random.fold_in(k_basis, f), min_basis)
             same = next((j for j, prev in seen if np.array_equal(prev, idx)), None)
             seen.append((b, idx))
             if same is not None:

@@ -7,13 +7,24 @@ never both), in fixed-size blocks so one compiled kernel per draw kind serves ev
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrank._validation import check_int
 
-__all__ = ["random_permutation", "resolve_key", "standard_normal", "uniform01"]
+__all__ = [
+    "fold_in",
+    "key_bits",
+    "permutation",
+    "random_permutation",
+    "resolve_key",
+    "split",
+    "standard_normal",
+    "uniform01",
+]
 
 
 def resolve_key(key, seed) -> jax.Array:
@@ -41,6 +52,54 @@ def resolve_key(key, seed) -> jax.Array:
     raise ValueError(
         f"key must be a jax.random.key, got an array of dtype {key.dtype} and shape {key.shape}."
     )
+
+
+# Host-side key arithmetic as one compiled program each. Called eagerly, jax.random.split
+# followed by unpacking, fold_in with a Python int, bits and permutation each run several tiny
+# programs (threefry2x32, unstack, dynamic_slice, squeeze, iota, convert_element_type, ...);
+# every one is traced, lowered and loaded in each new process (~10-20 ms apiece on CPU). Jitted
+# whole they are one program per call kind and the same bits.
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _split(key: jax.Array, n: int) -> tuple:
+    return tuple(jax.random.split(key, n))
+
+
+def split(key: jax.Array, n: int = 2) -> tuple:
+    """``tuple(jax.random.split(key, n))``, the same keys, as one compiled program."""
+    return _split(key, int(n))
+
+
+@jax.jit
+def _fold_in(key: jax.Array, data: jax.Array) -> jax.Array:
+    return jax.random.fold_in(key, data)
+
+
+def fold_in(key: jax.Array, data: int) -> jax.Array:
+    """``jax.random.fold_in(key, data)`` for a host integer ``0 <= data < 2**32``, the same key,
+    as one compiled program."""
+    return _fold_in(key, np.uint32(data))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _bits32(key: jax.Array, n: int) -> jax.Array:
+    return jax.random.bits(key, (n,), jnp.uint32)
+
+
+def key_bits(key: jax.Array, n: int) -> np.ndarray:
+    """``jax.random.bits(key, (n,), uint32)`` as a numpy array, one compiled program per ``n``."""
+    return np.asarray(_bits32(key, int(n)))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _permutation(key: jax.Array, n: int) -> jax.Array:
+    return jax.random.permutation(key, n)
+
+
+def permutation(key: jax.Array, n: int) -> np.ndarray:
+    """``jax.random.permutation(key, n)`` as a numpy array, one compiled program per ``n``."""
+    return np.asarray(_permutation(key, int(n)))
 
 
 _BLOCK = 1 << 16

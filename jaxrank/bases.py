@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _random
 from jaxrank._validation import check_key, check_X, check_X_y
 
 __all__ = ["AUTO_MIN_BASIS", "auto_basis", "auto_basis_size", "kmeanspp", "resolve_basis"]
@@ -111,8 +112,9 @@ def kmeanspp(X, n: int, *, key: jax.Array, fixed: int = 0) -> np.ndarray:
     m = X.shape[0]
     if not 0 <= fixed <= n <= m:
         raise ValueError(f"need 0 <= fixed <= n <= m = {m}, got fixed={fixed}, n={n}.")
-    dt = jnp.float64 if (X.dtype == np.float64 and jax.config.jax_enable_x64) else jnp.float32
-    out = _kmeanspp(jnp.asarray(X, dt), key, jnp.int32(fixed), jnp.int32(n))
+    dt = np.float64 if (X.dtype == np.float64 and jax.config.jax_enable_x64) else np.float32
+    # host arrays, not jnp.asarray / jnp.int32: those run a conversion program per shape
+    out = _kmeanspp(np.asarray(X, dt), key, np.int32(fixed), np.int32(n))
     return np.asarray(out)[:n].astype(np.int64)
 
 
@@ -157,7 +159,7 @@ def resolve_basis(
         if basis == "random":
             _need_key(key, basis)
             n = _basis_size(n_basis, n_pos, m)
-            perm = np.asarray(jax.random.permutation(key, m))
+            perm = _random.permutation(key, m)
             return np.sort(perm[:n]).astype(np.int64)
         if basis == "rare_first":
             _need_key(key, basis)
@@ -165,9 +167,9 @@ def resolve_basis(
             rare, rest = np.flatnonzero(pos), np.flatnonzero(~pos)
             if n <= n_pos:
                 # fewer landmarks than rare rows: a uniform draw of them (n = m+: all of them)
-                take = np.asarray(jax.random.permutation(key, n_pos))[:n] if n < n_pos else None
+                take = _random.permutation(key, n_pos)[:n] if n < n_pos else None
                 return (rare if take is None else rare[take]).astype(np.int64)
-            draw = np.asarray(jax.random.permutation(key, rest.size))[: n - n_pos]
+            draw = _random.permutation(key, rest.size)[: n - n_pos]
             return np.concatenate([rare, rest[draw]]).astype(np.int64)
         if basis == "kmeans++":
             _need_key(key, basis)

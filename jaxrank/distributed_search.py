@@ -33,9 +33,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrank import _random, metrics
 from jaxrank import distributed as _dist
 from jaxrank import kernels as _kernels
-from jaxrank import metrics
 from jaxrank._validation import check_key, check_lam, check_X
 from jaxrank.fit import fit as _fit_one
 from jaxrank.select import (
@@ -131,14 +131,14 @@ def select_lambda(
     check_key(key)
     if not isinstance(basis, str):
         raise ValueError("select_lambda needs a named basis ('rare', 'all', 'random').")
-    fold_key, fit_key = jax.random.split(key)
+    fold_key, fit_key = _random.split(key)
     pieces = _dist.gather_rows(pos.astype(np.uint8))
     pos_all = np.concatenate(pieces).astype(bool)
     start = int(sum(p.size for p in pieces[: jax.process_index()]))
     fold_all = stratified_folds(pos_all, folds, key=fold_key)
     k = int(folds)
     sigma2s, kernel_list = sigma2_kernels(sigma2_grid, fit_kwargs)
-    keys = jax.random.split(fit_key, k + 1)
+    keys = _random.split(fit_key, k + 1)
     summaries = _agree_on_search(X, grid, k, basis, sigma2s, kernel_list, key, refit, layout,
                                  fit_kwargs)  # fmt: skip
     if layout == "auto":

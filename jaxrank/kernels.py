@@ -868,7 +868,9 @@ def kernel_block(
     """
     X, B = _on_device(X, B)
     rows, n_chunks = chunk_rows(X.shape[0], B.shape[0], X.dtype.itemsize, multiple)
-    nv = jnp.int32(B.shape[0] if n_basis is None else n_basis)
+    nv = B.shape[0] if n_basis is None else n_basis
+    # a host count as a numpy scalar: jnp.int32 of it runs a conversion program per process
+    nv = nv.astype(jnp.int32) if isinstance(nv, jax.Array) else np.int32(nv)
     K = _block(kernel, _pad_rows(X, rows, n_chunks), B, nv, rows)
     return K if padded else K[: X.shape[0]]
 

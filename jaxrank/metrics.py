@@ -87,10 +87,19 @@ def _positive_mask(y, name: str = "y") -> jax.Array:
         arr = np.asarray(y)
         if arr.ndim == 0:
             raise ValueError(f"{name} must have at least one axis (n,), got a scalar.")
-        pos = check_binary_labels(arr.reshape(-1), name=name).reshape(arr.shape)
-        return jnp.asarray(pos)
+        # a host array: jnp.asarray would run a staging program per shape and process
+        return check_binary_labels(arr.reshape(-1), name=name).reshape(arr.shape)
     y = jnp.asarray(y)
     return y if y.dtype == jnp.bool_ else y == 1
+
+
+def _host_or_jax(a, dtype=None):
+    """``a`` for a jitted kernel: JAX arrays and tracers as JAX arrays, anything else as a numpy
+    array (``jnp.asarray`` of a host array runs a staging program per shape, traced, lowered and
+    loaded in every new process)."""
+    if isinstance(a, jax.Array):
+        return a if dtype is None else a.astype(dtype)
+    return np.asarray(a, dtype)
 
 
 def _check_lengths(named_shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
@@ -250,10 +259,10 @@ def auc(y, scores, *, where=None) -> jax.Array:
     if where is not None:
         if _is_concrete(where) and np.asarray(where).dtype != np.bool_:
             raise ValueError(f"where must be a boolean mask, got dtype {np.asarray(where).dtype}.")
-        keep = jnp.asarray(where, dtype=jnp.bool_)
+        keep = _host_or_jax(where, jnp.bool_)
     _check_both_classes(pos, keep, "y")
 
-    return _auc_kernel(jnp.asarray(scores), pos, keep, full)
+    return _auc_kernel(_host_or_jax(scores), pos, keep, full)
 
 
 @partial(jax.jit, static_argnames=("full",))

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import _buckets, _cv_core, metrics
+from jaxrank import _buckets, _cv_core, _random, metrics
 from jaxrank import kernels as _kernels
 from jaxrank._fitting import SHARED_GRID_MAX_BYTES, STAGED_MIN_BYTES, choose_dtype
 from jaxrank._validation import (
@@ -122,7 +121,7 @@ def stratified_folds(y, folds: int, *, key) -> np.ndarray:
     pos = check_binary_labels(y)
     k = _check_folds(folds, pos)
     check_key(key)
-    key_pos, key_neg = jax.random.split(key)
+    key_pos, key_neg = _random.split(key)
     fold = np.empty(pos.size, dtype=np.int64)
     start = 0
     for sub, mask in ((key_pos, pos), (key_neg, ~pos)):
@@ -137,7 +136,7 @@ def _permutation(key, n: int) -> np.ndarray:
     """A uniformly random permutation of ``range(n)``: the stable order of 32-bit random keys
     drawn for a ladder size ≥ n (:func:`jaxrank._buckets.rung`; the first n used), so that a
     new class size does not compile a new ``jax.random.permutation``."""
-    bits = np.asarray(jax.random.bits(key, (_buckets.rung(n),), jnp.uint32))[:n]
+    bits = _random.key_bits(key, _buckets.rung(n))[:n]
     return np.argsort(bits, kind="stable")
 
 
@@ -354,7 +353,7 @@ def select_lambda(
     X, pos = check_X_y(X, y)
     grid, _ = check_lam(lams)
     check_key(key)
-    fold_key, fit_key = jax.random.split(key)
+    fold_key, fit_key = _random.split(key)
     fold = stratified_folds(pos, folds, key=fold_key)
     k = int(folds)
     if not isinstance(basis, str):
@@ -364,7 +363,7 @@ def select_lambda(
         )
     sigma2s, kernel_list = sigma2_kernels(sigma2_grid, fit_kwargs)
 
-    keys = jax.random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
+    keys = _random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)
     with _shared_buckets(X, pos, grid.size, basis, fit_kwargs):
         done = SEARCH_ENGINE == "core" and _core_table(X, pos, fold, grid, basis, kernel_list,
