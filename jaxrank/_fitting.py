@@ -960,7 +960,12 @@ def polish_float64(betas, info, X, order, slots, idx, lams, layout, *, kernel, l
     if sel.size == 0:
         return betas, info
     n = sel.size
-    take = np.concatenate([sel, np.full(_buckets.bucket_lams(n) - n, sel[-1])])
+    n_pad = _buckets.bucket_lams(n)
+    if block_bytes < SHARED_GRID_MAX_BYTES and _buckets.enabled():
+        # one polish program per block bucket whatever the count (as the fit's shared grid):
+        # on a small block its copies cost little, and each new count compiled for ~2 s
+        n_pad = max(n_pad, SHARED_GRID_LAMS)
+    take = np.concatenate([sel, np.full(n_pad - n, sel[-1])])
     nb = idx.size
     f64 = np.float64
     its = np.asarray(info.iterations)
@@ -996,9 +1001,10 @@ def polish_float64(betas, info, X, order, slots, idx, lams, layout, *, kernel, l
         # as the fit's program: stored as a jax.export program (a later process skips its
         # ~1 s of tracing), with less XLA effort for a small block on CPU
         low = block_bytes <= LOW_EFFORT_MAX_BYTES and jax.default_backend() == "cpu"
+        options = low_effort_options(POLISH_LOW_EFFORT) if low else {}
         out = _exported.call(
             "polish_block", functools.partial(_polish_block_args, block=block), args,
-            (("block", block),), compiler_options=low_effort_options() if low else {},
+            (("block", block),), compiler_options=options,
         )  # fmt: skip
         b32, inf64, value, gnorm = out[0], SolverInfo(*out[1:6]), out[6], out[7]
         del K
@@ -1039,11 +1045,19 @@ LOW_EFFORT_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimiz
 LOW_EFFORT_MAX_BYTES = 2**20
 
 
-def low_effort_options() -> dict:
-    """:data:`LOW_EFFORT_OPTIONS` less any option the user set in ``$XLA_FLAGS`` (read when
-    jaxrank is imported: XLA reads them once, when its backend starts), which is kept."""
+#: XLA:CPU options of the float64 polish of a small block (:func:`polish_float64`): as
+#: :data:`LOW_EFFORT_OPTIONS` with LLVM at ``-O0``. There it runs once per fit, for
+#: milliseconds, and compiles once per block bucket: measured on glass-0-1-6_vs_2 (a
+#: RankRCClassifierCV search, empty cache) its compile took 0.90 s against 1.65 s at ``-O1``.
+POLISH_LOW_EFFORT = {**LOW_EFFORT_OPTIONS, "xla_backend_optimization_level": 0}
+
+
+def low_effort_options(options: dict = LOW_EFFORT_OPTIONS) -> dict:
+    """``options`` (:data:`LOW_EFFORT_OPTIONS`) less any option the user set in
+    ``$XLA_FLAGS`` (read when jaxrank is imported: XLA reads them once, when its backend
+    starts), which is kept."""
     flags = os.environ.get("XLA_FLAGS", "")
-    return {k: v for k, v in LOW_EFFORT_OPTIONS.items() if f"--{k}" not in flags}
+    return {k: v for k, v in options.items() if f"--{k}" not in flags}
 
 
 fit_block = jax.jit(_fit_block, static_argnames=_FIT_BLOCK_STATIC)
