@@ -95,3 +95,29 @@ def test_round_float32_beats_plain_rounding():
     # a metric Cholesky cannot factor: plain rounding
     bad = np.asarray(_fitting.round_float32(jnp.asarray(beta), jnp.asarray(-np.eye(n))))
     np.testing.assert_array_equal(bad, beta.astype(np.float32))
+
+
+def test_small_block_polish_is_one_program_whatever_the_count(monkeypatch):
+    # a small block's polish pads its members to SHARED_GRID_LAMS: one compiled program per
+    # block bucket, not one per count of unconverged λ (each ~1-2 s of XLA on CPU)
+    from jaxrank import _exported
+
+    seen = []
+    real = _exported.call
+
+    def spy(name, fn, args, *a, **k):
+        if name == "polish_block":
+            seen.append(np.shape(args[5]))  # the λ of the polished members
+        return real(name, fn, args, *a, **k)
+
+    monkeypatch.setattr(_exported, "call", spy)
+    X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+    kern = kernels.gaussian(160.0)
+    polished = []
+    for lams in ([2.0**-14], [2.0**-14, 2.0**-18, 2.0**-20]):
+        model = jaxrank.fit_rankrc(X, y, np.array(lams), kernel=kern, dtype=np.float32, tol=TOL)
+        its = np.atleast_1d(np.asarray(model.info.iterations))
+        polished.append(int(np.sum(its > _fitting.POLISH_AFTER)))
+        assert set(np.atleast_1d(np.asarray(model.info.status)).tolist()) == {0}
+    assert polished[0] != polished[1], polished  # different counts reached the polish
+    assert seen and all(s == (_fitting.SHARED_GRID_LAMS,) for s in seen), seen
