@@ -483,8 +483,7 @@ def cv_search(
     if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
         raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
     check_key(key)
-    k_fold, k_trim, _ = _random.split(key, 3)
-    k_basis = _basis_key(key)
+    k_fold, k_trim, k_basis = _random.split(key, 3)  # k_basis is _basis_key(key)
     fold = stratified_folds(pos, folds, key=k_fold)
     train = equal_folds(fold, pos, key=k_trim)
     held = [np.flatnonzero(fold == f) for f in range(folds)]
