@@ -220,7 +220,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxrank import _buckets, _cv_core, _random, metrics
+from jaxrank import _buckets, _cv_core, _fitting, _random, metrics
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
@@ -624,7 +624,8 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
     state = _buckets.snapshot()  # the search's floors, carried into the worker threads
 
     def score(tr, idx, sigma2, Xte, yte, mask):
-        with _buckets.carried(state):
+        # a cell is judged by its held-out AUC: stalled float32 λ are not polished (the refit is)
+        with _buckets.carried(state), _fitting.float32_stage_only():
             model = fit(X[tr], pos[tr], grid, basis=idx, kernel=_kernels.gaussian(float(sigma2)),
                         **fit_kwargs)  # fmt: skip
             scores = model.decision_function(Xte)

@@ -39,10 +39,12 @@ low-dimensional data, whose large coefficients make float32 scores too noisy to 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import os
+import threading
 from typing import Any, NamedTuple
 
 import jax
@@ -697,7 +699,7 @@ def fit_rows(
     unsort = np.argsort(sort[:L])
     betas = np.asarray(betas)[unsort, :nb]
     info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
-    if polish and np.any(info.status != Status.CONVERGED):
+    if polish and polishing() and np.any(info.status != Status.CONVERGED):
         del K, args  # the float64 block takes their place
         betas, info = polish_float64(
             betas, info, X, order, slots, idx, lams, layout, kernel=kernel, lossfn=lossfn,
@@ -817,6 +819,35 @@ def _fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, 
 #: Newton steps a float32 solve takes before the λ still above the tolerance are finished in
 #: float64 (:func:`polish_float64`); only fits allowed more steps than this are polished.
 POLISH_AFTER = 12
+
+_polish_state = threading.local()
+
+
+def polishing() -> bool:
+    """Whether this thread's float32 fits finish their stalled λ in float64 (the default; off
+    inside :func:`float32_stage_only`)."""
+    return not getattr(_polish_state, "off", False)
+
+
+@contextlib.contextmanager
+def float32_stage_only():
+    """Within this context (on this thread) a float32 fit that would be polished stops after
+    its float32 stage: :data:`POLISH_AFTER` Newton steps, statuses as that stage left them
+    (MAX_ITER or PRECISION for a stalled λ, never a claim the float64 gradient did not check).
+
+    For the cells of a cross-validated search (:mod:`jaxrank._cv`), scored by their held-out
+    AUC, not by their statuses: a stalled λ is then at float32's noise floor, where the polish
+    moves its scores by float32 rounding, and the polish is one more compiled program per data
+    set (``bench/keel_wide.py``: ~1 s each, on the first split of most sets). The refit, whose
+    status the estimator reports, is polished.
+    """
+    old = getattr(_polish_state, "off", False)
+    _polish_state.off = True
+    try:
+        yield
+    finally:
+        _polish_state.off = old
+
 
 #: Rows per class of the float64 polish's moment Gram matrix (:func:`moment_gram`'s ``cap``):
 #: it only shapes the preconditioner and the rounding metric, and at |R| = 1000 the full 16384

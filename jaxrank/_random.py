@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrank import _buckets
 from jaxrank._validation import check_int
 
 __all__ = [
@@ -97,9 +98,44 @@ def _permutation(key: jax.Array, n: int) -> jax.Array:
     return jax.random.permutation(key, n)
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _permutation_padded(key: jax.Array, size: int, rounds: int, n: jax.Array) -> jax.Array:
+    # jax.random.permutation's shuffle (jax/_src/random: `rounds` stable sorts by fresh 32-bit
+    # keys) over `size` >= n slots: the keys of the slots from n on are the largest uint32, so
+    # the stable sort keeps the padding after every real element, at the same slots each round
+    x = jnp.arange(size, dtype=jnp.int32)
+    real = x < n
+    top = jnp.uint32(np.iinfo(np.uint32).max)
+    for _ in range(rounds):
+        key, sub = jax.random.split(key)
+        bits = jnp.where(real, jax.random.bits(sub, (size,), jnp.uint32), top)
+        x = jax.lax.sort_key_val(bits, x, is_stable=True)[1]
+    return x
+
+
 def permutation(key: jax.Array, n: int) -> np.ndarray:
-    """``jax.random.permutation(key, n)`` as a numpy array, one compiled program per ``n``."""
-    return np.asarray(_permutation(key, int(n)))
+    """``jax.random.permutation(key, n)`` as a numpy array: the same permutation, one compiled
+    program per rung of the size ladder (:func:`jaxrank._buckets.rung`).
+
+    With JAX's partitionable threefry (``jax_threefry_partitionable``, the default) the bits of
+    a larger shape begin with those of a smaller one, so the shuffle runs over ``rung(n)`` slots
+    with the padding's sort keys at the top and gives ``jax.random.permutation``'s result (the
+    round count from ``n``, as JAX takes it). Without it: one program per ``n``.
+
+    Example:
+      >>> import jax, numpy as np
+      >>> k = jax.random.key(3)
+      >>> bool(np.array_equal(permutation(k, 50), jax.random.permutation(k, 50)))
+      True
+    """
+    n = int(n)
+    if not jax.config.jax_threefry_partitionable or n < 1:
+        return np.asarray(_permutation(key, n))
+    # jax.random's own round count (random/core.py, _shuffle): 3 log n / log(2³² − 1)
+    rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
+    out = _permutation_padded(key, _buckets.rung(n), rounds, np.int32(n))
+    # jax.random.permutation's dtype: the default integer (int64 under x64)
+    return np.asarray(out)[:n].astype(jax.dtypes.canonicalize_dtype(np.int64))
 
 
 _BLOCK = 1 << 16

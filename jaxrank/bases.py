@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import _random
+from jaxrank import _buckets, _random
 from jaxrank._validation import check_key, check_X, check_X_y
 
 __all__ = ["AUTO_MIN_BASIS", "auto_basis", "auto_basis_size", "kmeanspp", "resolve_basis"]
@@ -56,12 +56,16 @@ def _need_key(key, name: str) -> None:
 
 
 @jax.jit
-def _kmeanspp(C: jax.Array, key: jax.Array, n_fixed: jax.Array, n_total: jax.Array) -> jax.Array:
+def _kmeanspp(C: jax.Array, key: jax.Array, n_fixed: jax.Array, n_total: jax.Array,
+              n_rows: jax.Array) -> jax.Array:  # fmt: skip
     # D² sampling over the rows of C. The first n_fixed rows are forced centres (taken in order);
     # every later centre is drawn with probability ∝ the squared distance to its nearest chosen
     # centre (uniformly when nothing is chosen yet, or when every unchosen row coincides with a
     # chosen one). Step t draws with fold_in(key, t), so a longer run extends a shorter one.
-    # The counts are dynamic (one compilation per shape of C); out[n_total:] is unused.
+    # The counts are dynamic (one compilation per shape of C); out[n_total:] is unused. Rows
+    # from n_rows on are padding: chosen from the start, so never drawn (their logits are
+    # -inf; the Gumbel noise of the real rows is the unpadded draw's, JAX's partitionable
+    # threefry giving a longer shape the same leading bits).
     n = C.shape[0]
     dt = C.dtype
 
@@ -78,7 +82,8 @@ def _kmeanspp(C: jax.Array, key: jax.Array, n_fixed: jax.Array, n_total: jax.Arr
         d2 = jnp.minimum(d2, jnp.sum(diff * diff, axis=1))
         return d2, chosen.at[i].set(True), out.at[t].set(i)
 
-    init = (jnp.full((n,), jnp.inf, dt), jnp.zeros((n,), bool), jnp.zeros((n,), jnp.int32))
+    pad = jnp.arange(n, dtype=jnp.int32) >= n_rows
+    init = (jnp.full((n,), jnp.inf, dt), pad, jnp.zeros((n,), jnp.int32))
     _, _, out = jax.lax.fori_loop(0, n_total, body, init)
     return out
 
@@ -113,8 +118,14 @@ def kmeanspp(X, n: int, *, key: jax.Array, fixed: int = 0) -> np.ndarray:
     if not 0 <= fixed <= n <= m:
         raise ValueError(f"need 0 <= fixed <= n <= m = {m}, got fixed={fixed}, n={n}.")
     dt = np.float64 if (X.dtype == np.float64 and jax.config.jax_enable_x64) else np.float32
-    # host arrays, not jnp.asarray / jnp.int32: those run a conversion program per shape
-    out = _kmeanspp(np.asarray(X, dt), key, np.int32(fixed), np.int32(n))
+    # host arrays, not jnp.asarray / jnp.int32: those run a conversion program per shape.
+    # Rows padded to their rung and features with zero columns (distances unchanged): one
+    # program per rung of each (without partitionable threefry the draw needs the exact rows)
+    C = np.asarray(X, dt)
+    if jax.config.jax_threefry_partitionable:
+        C = _buckets.features(C)
+        C = np.concatenate([C, np.zeros((_buckets.rung(m) - m, C.shape[1]), dt)])
+    out = _kmeanspp(C, key, np.int32(fixed), np.int32(n), np.int32(m))
     return np.asarray(out)[:n].astype(np.int64)
 
 
