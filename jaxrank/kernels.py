@@ -234,6 +234,9 @@ def gaussian(sigma2: float | None = None) -> Gaussian:
       >>> resolve_kernel(gaussian(), jnp.array([[0.0], [2.0]])).sigma2  # the heuristic: 2
       2.0
     """
+    if isinstance(sigma2, jax.core.Tracer):
+        # σ² under jit / vmap / grad (a sweep, a derivative): kept traced, as the class keeps it
+        return Gaussian(sigma2=sigma2)
     if sigma2 is not None:
         sigma2 = float(sigma2)
         if not math.isfinite(sigma2) or sigma2 <= 0:
@@ -265,7 +268,9 @@ def polynomial(degree: int = 2, gamma: float = 1.0, coef0: float = 1.0) -> Polyn
       Array([[1.]], dtype=float32)
     """
     Polynomial(degree=degree, gamma=gamma, coef0=coef0)  # the checks, with the user's values
-    return Polynomial(degree=int(degree), gamma=float(gamma), coef0=float(coef0))
+    # γ and c₀ under jit / vmap / grad stay traced (the degree is static: an int)
+    keep = lambda v: v if isinstance(v, jax.core.Tracer) else float(v)
+    return Polynomial(degree=int(degree), gamma=keep(gamma), coef0=keep(coef0))
 
 
 def sigma2_heuristic(X) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxrank
-from jaxrank import core
+from jaxrank import core, kernels
 from jaxrank.kernels import Gaussian, sigma2_heuristic
 
 SCRIPT = Path(__file__).parent / "_scripts" / "core_shard_map.py"
@@ -129,10 +129,29 @@ def test_tracer_in_fit_names_the_argument_and_the_core(data):
         "kernel": lambda: jax.vmap(
             lambda s: jaxrank.fit_rankrc(X, y, 1e-2, kernel=Gaussian(s)).coef
         )(jnp.asarray([1.0, 2.0])),
+        # the factory too (it converted σ² with float(): a ConcretizationTypeError)
+        "kernel ": lambda: jax.vmap(
+            lambda s: jaxrank.fit_rankrc(X, y, 1e-2, kernel=kernels.gaussian(s)).coef
+        )(jnp.asarray([1.0, 2.0])),
     }
     for name, run in cases.items():
-        with pytest.raises(TypeError, match=rf"argument '{name}' is a traced.*jaxrank\.core"):
+        with pytest.raises(
+            TypeError, match=rf"argument '{name.strip()}' is a traced.*jaxrank\.core"
+        ):
             run()
+
+
+def test_kernel_factories_take_traced_parameters():
+    # σ², γ and c₀ swept or differentiated through the factories, as through the classes
+    U, V = jnp.zeros((1, 2)), jnp.ones((1, 2))
+    sweep = jax.vmap(lambda s: kernels.gaussian(s)(U, V)[0, 0])(jnp.asarray([1.0, 2.0]))
+    np.testing.assert_allclose(sweep, np.exp([-2.0, -1.0]), rtol=1e-12)
+    d = jax.grad(lambda s: kernels.gaussian(s)(U, V)[0, 0])(2.0)  # d/dσ² exp(−2/σ²)
+    np.testing.assert_allclose(d, 2 / 4 * np.exp(-1.0), rtol=1e-12)
+    poly = lambda g, c: kernels.polynomial(2, g, c)(V, V)[0, 0]
+    np.testing.assert_allclose(jax.jit(poly)(0.5, 1.0), 4.0)
+    np.testing.assert_allclose(jax.grad(poly, argnums=(0, 1))(0.5, 1.0), (8.0, 4.0))
+    assert type(kernels.gaussian(2).sigma2) is float  # concrete values: plain floats, as stored
 
 
 # ---- implicit differentiation -------------------------------------------------------------
