@@ -100,7 +100,7 @@ def _permutation(key: jax.Array, n: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _permutation_padded(key: jax.Array, size: int, rounds: int, n: jax.Array) -> jax.Array:
-    # jax.random.permutation's shuffle (jax/_src/random: `rounds` stable sorts by fresh 32-bit
+    # jax.random.permutation's shuffle (jax._src.random: `rounds` stable sorts by fresh 32-bit
     # keys) over `size` >= n slots: the keys of the slots from n on are the largest uint32, so
     # the stable sort keeps the padding after every real element, at the same slots each round
     x = jnp.arange(size, dtype=jnp.int32)
@@ -131,7 +131,7 @@ def permutation(key: jax.Array, n: int) -> np.ndarray:
     n = int(n)
     if not jax.config.jax_threefry_partitionable or n < 1:
         return np.asarray(_permutation(key, n))
-    # jax.random's own round count (random/core.py, _shuffle): 3 log n / log(2³² − 1)
+    # jax.random's own round count (its _shuffle): 3 log n / log(2³² − 1)
     rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
     out = _permutation_padded(key, _buckets.rung(n), rounds, np.int32(n))
     # jax.random.permutation's dtype: the default integer (int64 under x64)

@@ -16,6 +16,7 @@ import pytest
 
 import jaxrank
 from jaxrank import _buckets, _cv, _fitting, _random, bases, kernels
+from jaxrank.model import ConvergenceWarning
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 50, 129, 1000, 1625, 1626, 3001])
@@ -84,7 +85,10 @@ def test_float32_stage_only_skips_the_polish():
     polished = _stalled_fit()
     assert int(polished.info.status) == jaxrank.Status.CONVERGED
     assert int(polished.info.iterations) > _fitting.POLISH_AFTER
-    with _fitting.float32_stage_only():
+    with (
+        _fitting.float32_stage_only(),
+        pytest.warns(ConvergenceWarning, match="MAX_ITER|PRECISION"),
+    ):
         assert not _fitting.polishing()
         cell = _stalled_fit()
     assert _fitting.polishing()
