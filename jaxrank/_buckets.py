@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = [
     "at_least", "bucket", "bucket_lams", "bucket_pow2", "carried", "disabled", "enabled",
-    "features", "floors", "put", "rung", "snapshot",
+    "features", "floors", "put", "rung", "snapshot", "thread_setting",
 ]  # fmt: skip
 
 #: Largest distance between two rungs of the ladder.
@@ -53,17 +53,24 @@ def enabled() -> bool:
 
 
 @contextlib.contextmanager
+def thread_setting(state: threading.local, name: str, value):
+    """Within this context ``state.<name>`` is ``value`` on the calling thread (a per-thread
+    switch: this module's :func:`disabled`, ``jaxrank._fitting.float32_stage_only``); the old
+    value (``False`` if unset) comes back after it."""
+    old = getattr(state, name, False)
+    setattr(state, name, value)
+    try:
+        yield
+    finally:
+        setattr(state, name, old)
+
+
 def disabled():
     """Within this context every size is exact (no padding): the computation before buckets.
 
     Private switch for tests and benchmarks that compare the padded fits with the unpadded ones.
     """
-    old = getattr(_state, "off", False)
-    _state.off = True
-    try:
-        yield
-    finally:
-        _state.off = old
+    return thread_setting(_state, "off", True)
 
 
 @contextlib.contextmanager

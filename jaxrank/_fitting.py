@@ -39,7 +39,6 @@ low-dimensional data, whose large coefficients make float32 scores too noisy to 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
@@ -829,7 +828,6 @@ def polishing() -> bool:
     return not getattr(_polish_state, "off", False)
 
 
-@contextlib.contextmanager
 def float32_stage_only():
     """Within this context (on this thread) a float32 fit that would be polished stops after
     its float32 stage: :data:`POLISH_AFTER` Newton steps, statuses as that stage left them
@@ -841,12 +839,7 @@ def float32_stage_only():
     set (``bench/keel_wide.py``: ~1 s each, on the first split of most sets). The refit, whose
     status the estimator reports, is polished.
     """
-    old = getattr(_polish_state, "off", False)
-    _polish_state.off = True
-    try:
-        yield
-    finally:
-        _polish_state.off = old
+    return _buckets.thread_setting(_polish_state, "off", True)
 
 
 #: Rows per class of the float64 polish's moment Gram matrix (:func:`moment_gram`'s ``cap``):
