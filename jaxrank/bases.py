@@ -119,8 +119,11 @@ def kmeanspp(X, n: int, *, key: jax.Array, fixed: int = 0) -> np.ndarray:
         raise ValueError(f"need 0 <= fixed <= n <= m = {m}, got fixed={fixed}, n={n}.")
     dt = np.float64 if (X.dtype == np.float64 and jax.config.jax_enable_x64) else np.float32
     # host arrays, not jnp.asarray / jnp.int32: those run a conversion program per shape.
-    # Rows padded to their rung and features with zero columns (distances unchanged): one
-    # program per rung of each (without partitionable threefry the draw needs the exact rows)
+    # Rows padded to their rung and features with zero columns: one program per rung of each
+    # (without partitionable threefry the draw needs the exact rows). The distances are exact
+    # sums with a few zero terms more, which could only move a draw at a tie to the last bit:
+    # the draws were the unpadded ones in tests/test_shared_programs.py and in all 505 searches
+    # of bench/keel_wide.py (no pick moved)
     C = np.asarray(X, dt)
     if jax.config.jax_threefry_partitionable:
         C = _buckets.features(C)
