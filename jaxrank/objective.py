@@ -162,7 +162,10 @@ def objective_closures(
         kv = jnp.matmul(Krr, v, precision=_HI)
         return rmat(hp, hn) + lam * kv
 
-    return fun, hvp
+    # jitted: the solver evaluates `fun` at its start and in every step, and a jitted closure
+    # is traced once for both (the pairwise sort's trace is the largest part of a fit's: the
+    # first-ever 16-λ fit at m = 1000 traced in 0.43 s against 0.46-0.50 s, the same program)
+    return jax.jit(fun), hvp
 
 
 def inverse_pair_count(n_pos, n_neg, dt) -> jax.Array:
