@@ -135,37 +135,49 @@ def objective_closures(
     lam = jnp.asarray(lam, dt)
     P, N = (n_pos, n_neg) if sizes is None else sizes
     counts = () if sizes is None else (n_pos, n_neg)
-    pad = K.shape[0] - P - N
-
-    def rmat(gp, gn):
-        g = jnp.concatenate([gp, gn, jnp.zeros((pad,), dt)]) * scale
-        if block is None:
-            return _kernels.rmatmul(g[None], K)[0]
-        return _kernels.rmatvec(g, K, block)
+    static = dict(sizes=(int(P), int(N)), block=block, jacobi=jacobi)
 
     def fun(beta):
-        f = _kernels.matmul(K, beta)
-        value, gp, gn, w = pairwise.value_and_grad(f[:P], f[P : P + N], loss, *counts)
-        kb = jnp.matmul(Krr, beta, precision=_HI)
-        F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
-        grad = rmat(gp, gn) + lam * kb
-        diag = None
-        if jacobi:
-            diag = hessian_diagonal(K, Krr, lam, w, loss, n_pos, n_neg, block, sizes=(P, N),
-                                    inv_pairs=inv_pairs)  # fmt: skip
-        return F, grad, (w, diag)
+        return _value_grad(K, Krr, lam, loss, counts, scale, beta, **static)
 
     def hvp(lin, v):
         w = lin[0]
         d = _kernels.matmul(K, v)
         hp, hn = pairwise.hvp(w, d[:P], d[P : P + N], loss)
         kv = jnp.matmul(Krr, v, precision=_HI)
-        return rmat(hp, hn) + lam * kv
+        return _rmat(K, hp, hn, scale, block) + lam * kv
 
-    # jitted: the solver evaluates `fun` at its start and in every step, and a jitted closure
-    # is traced once for both (the pairwise sort's trace is the largest part of a fit's: the
-    # first-ever 16-λ fit at m = 1000 traced in 0.43 s against 0.46-0.50 s, the same program)
-    return jax.jit(fun), hvp
+    return fun, hvp
+
+
+def _rmat(K, gp, gn, scale, block):
+    """``[g+; g−; 0] · scale @ K``: the data part of the gradient (or of a Hessian product)."""
+    dt = K.dtype
+    g = jnp.concatenate([gp, gn, jnp.zeros((K.shape[0] - gp.shape[0] - gn.shape[0],), dt)])
+    g = g * scale
+    if block is None:
+        return _kernels.rmatmul(g[None], K)[0]
+    return _kernels.rmatvec(g, K, block)
+
+
+# A module-level jit, not a closure: the solver evaluates ``fun`` for its state's shapes
+# (``jax.eval_shape`` at the start) and in every step, from two calls of the problem's
+# constructor, so a jitted closure was two functions traced once each; this one is traced once
+# for both (same argument types). The pairwise sort's trace is the largest part of a fit's.
+@functools.partial(jax.jit, static_argnames=("sizes", "block", "jacobi"))
+def _value_grad(K, Krr, lam, loss, counts, scale, beta, *, sizes, block, jacobi):
+    P, N = sizes
+    f = _kernels.matmul(K, beta)
+    value, gp, gn, w = pairwise.value_and_grad(f[:P], f[P : P + N], loss, *counts)
+    kb = jnp.matmul(Krr, beta, precision=_HI)
+    F = value * scale + 0.5 * lam * jnp.vdot(beta, kb)
+    grad = _rmat(K, gp, gn, scale, block) + lam * kb
+    diag = None
+    if jacobi:
+        n_pos, n_neg = counts if counts else sizes
+        diag = hessian_diagonal(K, Krr, lam, w, loss, n_pos, n_neg, block, sizes=sizes,
+                                inv_pairs=scale)  # fmt: skip
+    return F, grad, (w, diag)
 
 
 def inverse_pair_count(n_pos, n_neg, dt) -> jax.Array:
