@@ -183,7 +183,11 @@ $ XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv svc-
 --out bench/out/kw_a.json; python bench/keel_wide.py --methods rankrc ranksvm --out
 bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json bench/out/kw_c.json
 --save (the first run with an empty compilation cache, its methods interleaved split by split so
-they share the machine's load; the second is the slow one)
+they share the machine's load; the second is the slow one). A re-run of some methods is merged
+over the saved file: XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv
+svc-w --fresh --out bench/out/kw_new.json; python bench/keel_wide.py --merge bench/out/kw_new.json
+bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv and
+svc-w)
 
 small_lambda | Small λ in float32 on the paper's d = 5 data
 The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
