@@ -4,7 +4,9 @@ fit, and write the model file (:mod:`jaxrank.cli`)."""
 from __future__ import annotations
 
 import math
+import re
 import sys
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -20,6 +22,7 @@ from jaxrank._cli_common import (
     standardizer,
 )
 from jaxrank._cli_modelfile import ModelFile, save_model_file
+from jaxrank.bases import MAJORITY_BASIS_WARNING
 
 __all__ = ["Selection", "best_index", "cmd_fit", "holdout", "labelled", "read_like", "select_cv",
            "select_holdout", "select_validation"]  # fmt: skip
@@ -241,6 +244,13 @@ def cmd_fit(args) -> int:
         f"{n_pos} rows ({n_pos / m:.1%})" + ("" if args.no_standardize else "; standardised"),
         file=out,
     )
+    if args.basis == "rare" and 2 * n_pos > m:
+        # the library's warning, said once and in the command line's terms (not per fold)
+        if not args.quiet:
+            print(f"jaxrank: warning: the rare class {positive!r} holds {n_pos / m:.1%} of the "
+                  "rows, so RankRC's basis is the majority class; name the rare class with "
+                  "--positive LABEL", file=sys.stderr)  # fmt: skip
+        warnings.filterwarnings("ignore", message=re.escape(MAJORITY_BASIS_WARNING))
     key = jax.random.key(args.seed)
     bar_of = lambda n: Progress(n, enabled=not args.quiet)
     if args.cv is not None:
@@ -278,15 +288,15 @@ def cmd_fit(args) -> int:
             mark = "  <- best" if j == best else ""
             print(f"{fmt_lam(grid[j]):>10} {score[j]:8.4f} {se:>7}{mark}", file=out)
     names = {"rare": "RankRC", "all": "RankSVM", "random": "RANK-RND", "greedy": "greedy basis"}
-    kdesc = args.kernel
+    kdesc = f"{args.kernel} kernel"
     if isinstance(model.kernel, kernels.Gaussian):
-        kdesc = f"gaussian σ² = {float(model.kernel.sigma2):.4g}"
+        kdesc = f"gaussian kernel (σ² = {float(model.kernel.sigma2):.4g})"
     elif isinstance(model.kernel, kernels.Polynomial):
-        kdesc = f"poly degree {model.kernel.degree}"
+        kdesc = f"polynomial kernel (degree {model.kernel.degree})"
     info = model.info
     train_auc = float(metrics.auc(pos, model.decision_function(Xs)))
     print(
-        f"model: {names[args.basis]} ({model.n_basis} basis rows), {kdesc} kernel, "
+        f"model: {names[args.basis]} ({model.n_basis} basis rows), {kdesc}, "
         f"λ = {fmt_lam(float(model.lam))}, {args.dtype}; solver "
         f"{Status(int(info.status)).name} after {int(info.iterations)} Newton / "
         f"{int(info.cg_iterations)} CG steps; training AUC {train_auc:.4f}",

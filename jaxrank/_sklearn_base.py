@@ -204,8 +204,8 @@ class RankClassifier(ClassifierMixin, KernelRankerParams):
         classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)
         if classes.size == 1:
             raise ValueError(
-                f"y has one class only ({classes[0]!r}); a ranker needs two classes (a rare and "
-                "a majority one)."
+                f"y has one class only ({classes.tolist()[0]!r}); a ranker needs two classes (a "
+                "rare and a majority one)."
             )
         if classes.size > 2:
             raise ValueError(

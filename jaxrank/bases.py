@@ -22,6 +22,10 @@ grown one landmark at a time (as in seed 003, Fig. 3).
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -132,6 +136,35 @@ def kmeanspp(X, n: int, *, key: jax.Array, fixed: int = 0) -> np.ndarray:
     return np.asarray(out)[:n].astype(np.int64)
 
 
+#: The start of :func:`warn_majority_basis`'s message (a warnings filter can match it).
+MAJORITY_BASIS_WARNING = "basis='rare' takes the positive (+1) rows as the basis"
+
+
+def warn_majority_basis(pos: np.ndarray) -> None:
+    """Warn (:data:`MAJORITY_BASIS_WARNING`) when ``basis='rare'`` would take the majority class."""
+    # RankRC's basis is the rare class: labels that make the majority +1 give a basis of most
+    # rows (memory and time grow with it) and scores that rank the majority first, silently
+    n_pos, m = int(pos.sum()), pos.shape[0]
+    if 2 * n_pos > m:
+        warnings.warn(
+            f"{MAJORITY_BASIS_WARNING}, but they are the majority here: {n_pos} of {m} rows "
+            f"({n_pos / m:.1%}), where the other class would give {m - n_pos}. If the rare class "
+            "is labelled -1/0/False, label it +1 instead (the scores rank the +1 class first).",
+            UserWarning,
+            stacklevel=_caller_level(),
+        )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside jaxrank, seen from the function that
+    calls ``warnings.warn`` (several entry points reach :func:`resolve_basis`)."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def resolve_basis(
     basis, pos: np.ndarray, *, key=None, n_basis: int | None = None, X=None
 ) -> np.ndarray:
@@ -166,6 +199,7 @@ def resolve_basis(
     m = pos.shape[0]
     if isinstance(basis, str):
         if basis == "rare":
+            warn_majority_basis(pos)
             return np.flatnonzero(pos)
         if basis == "all":
             return np.arange(m)

@@ -268,7 +268,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p_demo = sub.add_parser(
-        "demo", help="fit RankRC on the paper's simulated data",
+        "demo", parents=[debug], help="fit RankRC on the paper's simulated data",
         description="Reproduce one cell of seed 000 Table 2 (Sec. 6.1): RankRC on simulated "
         "data (1000 training, 1000 validation and 10000 test rows), lambda chosen over the "
         "paper's grid by validation AUC, test AUC printed beside the true-Bayes AUC.",

@@ -11,6 +11,8 @@ with the largest mean AUC over the folds wins, and the ranker is refitted on eve
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
@@ -26,6 +28,7 @@ from jaxrank._validation import (
     check_positive,
     check_X_y,
 )
+from jaxrank.bases import MAJORITY_BASIS_WARNING, warn_majority_basis
 from jaxrank.fit import fit
 from jaxrank.model import RankModel
 
@@ -362,7 +365,15 @@ def select_lambda(
             "rows of the full X, which differ from the rows of each training fold."
         )
     sigma2s, kernel_list = sigma2_kernels(sigma2_grid, fit_kwargs)
+    if basis == "rare":  # once, on the whole data; not again for every fold's fit
+        warn_majority_basis(pos)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=re.escape(MAJORITY_BASIS_WARNING))
+        return _select(X, pos, grid, fold, k, basis, sigma2s, kernel_list, fit_key, refit,
+                       fit_kwargs)  # fmt: skip
 
+
+def _select(X, pos, grid, fold, k, basis, sigma2s, kernel_list, fit_key, refit, fit_kwargs):
     keys = _random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)
     with _shared_buckets(X, pos, grid.size, basis, fit_kwargs):

@@ -834,3 +834,15 @@ def test_damaged_data_npz_is_exit_2(files, capsys, tmp_path):
         zf.writestr("X.npy", npy)
     err = _error(["fit", bad, "--lam", "1", "-o", tmp_path / "m.npz"], capsys)
     assert "header says (100000000000, 5)" in err and "the archive holds 40" in err, err
+
+
+def test_majority_rare_class_warned_once(capsys, tmp_path, files):
+    """Labels whose +1 class is the majority: one line naming --positive, not the library's
+    warning once per fold."""
+    y = np.asarray(files["y"])
+    _write_csv(tmp_path / "flip.csv", files["X"], -y)
+    argv = ["fit", tmp_path / "flip.csv", "--target", "label", "--cv", "3", "-o",
+            tmp_path / "m.npz"]  # fmt: skip
+    code, _, err = _run(argv, capsys)
+    assert code == 0, err
+    assert err.count("majority") == 1 and "--positive LABEL" in err, err  # not once per fold

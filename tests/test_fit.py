@@ -232,3 +232,18 @@ def test_paper_simulated_medium_overlap():
         best = int(np.argmax(np.asarray(metrics.auc(yv, model.decision_function(Xv)))))
         aucs.append(float(metrics.auc(yt, model.select(best).decision_function(Xt))) * 100)
     assert np.mean(aucs) >= 61.4 - 1.5, aucs
+
+
+@pytest.mark.parametrize("entry", ["fit_rankrc", "fit"])
+def test_majority_positive_class_warns(data, entry):
+    """basis='rare' with +1 the majority class (labels flipped by mistake) warns, naming the
+    counts, at the caller's line; the rare +1 class does not."""
+    X, y = data
+    call = {"fit_rankrc": lambda y: jaxrank.fit_rankrc(X, y, 1e-2),
+            "fit": lambda y: jaxrank.fit(X, y, 1e-2, basis="rare")}[entry]  # fmt: skip
+    with pytest.warns(UserWarning, match=r"they are the majority here: 360 of 400") as rec:
+        call(-y)
+    assert rec[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*they are the majority here")
+        call(y)

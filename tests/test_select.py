@@ -126,3 +126,19 @@ def test_key_is_keyword_and_required(data):
     X, y = data
     with pytest.raises(TypeError, match="key"):
         select_lambda(X, y, LAMS)
+
+
+def test_majority_positive_class_warned_once(data):
+    """basis='rare' with +1 the majority: one warning for the search, none per fold; a rare +1
+    class gives none."""
+    X, y = data
+    grid = [1e-2, 1e-1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        select_lambda(X, -y, grid, folds=3, key=jax.random.key(0))
+    majority = [w for w in caught if "they are the majority here" in str(w.message)]
+    assert len(majority) == 1, [str(w.message) for w in caught]
+    assert majority[0].filename == __file__  # points at the caller, not inside jaxrank
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*they are the majority here")
+        select_lambda(X, y, grid, folds=3, key=jax.random.key(0), refit=False)
