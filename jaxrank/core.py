@@ -301,7 +301,10 @@ def _pair_value(fp, fn, loss, n_pos, n_neg):
     eq. 18 per negative ``j``: ``a (c + u) − Σ_{k<a} s_k + q (n w² − 2 w Σ_Q s_k + Σ_Q s_k²)``,
     ``w = 1 + u``), so that every order of derivative is exact and transposable."""
     sg = jax.lax.stop_gradient
-    w = pairwise.windows(sg(fp), sg(fn), loss, n_pos, n_neg)
+    # the windows are piecewise constant in the scores and in ε alike: none of their inputs
+    # may carry a tangent (an ε tangent into the custom_vmap'd windows, under the vmap of a λ
+    # grid, came back with a stack of extra axes and corrupted every σ², ε, X derivative)
+    w = pairwise.windows(sg(fp), sg(fn), jax.tree.map(sg, loss), n_pos, n_neg)
     dt = fp.dtype
     real_p = jnp.arange(fp.shape[0], dtype=jnp.int32) < n_pos
     shift = sg(jnp.sum(jnp.where(real_p, fp, 0)) / n_pos.astype(dt))
@@ -337,8 +340,13 @@ def _solution_jvp(static: _Static, primals, tangents):
         dth = (*dtheta[:3], dlam, dtheta[4])
         grad = lambda b, t: jax.grad(lambda b_: _objective(static, b_, t, aux, t[3]))(b)
         rhs = jax.jvp(lambda t: grad(beta, t), (th,), (dth,))[1]
-        fun, hvp = layout.closures(K, Krr, lam, loss, static.block, False)
-        lin = fun(beta)[2]
+        _, hvp = layout.closures(K, Krr, lam, loss, static.block, False)
+        # the windows (and the curvature from them) are piecewise constant: taken at
+        # gradient-stopped inputs, so that no transformation differentiates the pairwise sort
+        # (second derivatives still stop at the Hessian product's custom_vmap: docs/core.md)
+        sg = functools.partial(jax.tree.map, jax.lax.stop_gradient)
+        fun0, _ = layout.closures(sg(K), sg(Krr), sg(lam), sg(loss), static.block, False)
+        lin = fun0(sg(beta))[2]
 
         def precond(r):
             if static.precondition == "spectral":

@@ -175,8 +175,10 @@ def fit(
       (2, 300)
     """
     require_concrete(
-        "fit", X=X, y=y, lam=lam, eps=eps, tol=tol, kernel=kernel, init=init, n_basis=n_basis
-    )
+        "fit", X=X, y=y, lam=lam, eps=eps, tol=tol, kernel=kernel, init=init, n_basis=n_basis,
+        basis=basis, key=key, max_iter=max_iter, max_cg=max_cg, chains=chains, p=p,
+        memory_budget=memory_budget, max_kernel_bytes=max_kernel_bytes,
+    )  # fmt: skip
     if _distributed.is_global(X):  # rows spread over processes (jaxrank.distributed)
         if penalty != "l2" or p is not None:
             raise ValueError("a multi-process fit supports penalty='l2' without the p-norm push.")
