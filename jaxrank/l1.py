@@ -581,7 +581,8 @@ def fit_l1(
     L = mus.size
     beta0 = np.zeros((L, nb_pad), dt)
     if init is not None:
-        init = np.asarray(init, dt)
+        with np.errstate(over="ignore"):  # beyond the dtype (1e39 in float32): refused below
+            init = np.asarray(init, dt)
         if init.shape not in ((nb,), (L, nb)) or not np.all(np.isfinite(init)):
             raise ValueError(
                 f"init must be finite with shape ({nb},) or ({L}, {nb}), got {init.shape}."
