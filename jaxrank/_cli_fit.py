@@ -244,7 +244,7 @@ def cmd_fit(args) -> int:
         f"{n_pos} rows ({n_pos / m:.1%})" + ("" if args.no_standardize else "; standardised"),
         file=out,
     )
-    if args.basis == "rare" and 2 * n_pos > m:
+    if args.basis == "rare" and n_pos > 2 * (m - n_pos):  # as jaxrank.bases.warn_majority_basis
         # the library's warning, said once and in the command line's terms (not per fold)
         if not args.quiet:
             print(f"jaxrank: warning: the rare class {positive!r} holds {n_pos / m:.1%} of the "

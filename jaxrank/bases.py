@@ -141,11 +141,13 @@ MAJORITY_BASIS_WARNING = "basis='rare' takes the positive (+1) rows as the basis
 
 
 def warn_majority_basis(pos: np.ndarray) -> None:
-    """Warn (:data:`MAJORITY_BASIS_WARNING`) when ``basis='rare'`` would take the majority class."""
+    """Warn (:data:`MAJORITY_BASIS_WARNING`) when ``basis='rare'`` would take a clear majority
+    (more than twice the other class's rows) as the basis."""
     # RankRC's basis is the rare class: labels that make the majority +1 give a basis of most
-    # rows (memory and time grow with it) and scores that rank the majority first, silently
+    # rows (memory and time grow with it) and scores that rank the majority first, silently.
+    # Only a clear majority (twice the other class): near-balanced data is not flipped labels
     n_pos, m = int(pos.sum()), pos.shape[0]
-    if 2 * n_pos > m:
+    if n_pos > 2 * (m - n_pos):
         warnings.warn(
             f"{MAJORITY_BASIS_WARNING}, but they are the majority here: {n_pos} of {m} rows "
             f"({n_pos / m:.1%}), where the other class would give {m - n_pos}. If the rare class "

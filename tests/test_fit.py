@@ -247,3 +247,11 @@ def test_majority_positive_class_warns(data, entry):
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*they are the majority here")
         call(y)
+
+
+def test_near_balanced_positive_majority_does_not_warn():
+    """55 % positives is near-balanced data, not flipped labels: no majority warning."""
+    X, y = datasets.make_rare_class(200, 0.45, 0.75, seed=1)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*they are the majority here")
+        jaxrank.fit_rankrc(X, -y, 1e-2)
