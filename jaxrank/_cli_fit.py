@@ -22,7 +22,7 @@ from jaxrank._cli_common import (
     standardizer,
 )
 from jaxrank._cli_modelfile import ModelFile, save_model_file
-from jaxrank.bases import MAJORITY_BASIS_WARNING
+from jaxrank.bases import MAJORITY_BASIS_WARNING, majority_basis
 
 __all__ = ["Selection", "best_index", "cmd_fit", "holdout", "labelled", "read_like", "select_cv",
            "select_holdout", "select_validation"]  # fmt: skip
@@ -244,7 +244,7 @@ def cmd_fit(args) -> int:
         f"{n_pos} rows ({n_pos / m:.1%})" + ("" if args.no_standardize else "; standardised"),
         file=out,
     )
-    if args.basis == "rare" and n_pos > 2 * (m - n_pos):  # as jaxrank.bases.warn_majority_basis
+    if args.basis == "rare" and majority_basis(n_pos, m):
         # the library's warning, said once and in the command line's terms (not per fold)
         if not args.quiet:
             print(f"jaxrank: warning: the rare class {positive!r} holds {n_pos / m:.1%} of the "

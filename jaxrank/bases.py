@@ -140,6 +140,12 @@ def kmeanspp(X, n: int, *, key: jax.Array, fixed: int = 0) -> np.ndarray:
 MAJORITY_BASIS_WARNING = "basis='rare' takes the positive (+1) rows as the basis"
 
 
+def majority_basis(n_pos: int, m: int) -> bool:
+    """Whether ``n_pos`` positives of ``m`` rows are a clear majority (more than twice the
+    other class): the case :func:`warn_majority_basis` warns about."""
+    return n_pos > 2 * (m - n_pos)
+
+
 def warn_majority_basis(pos: np.ndarray) -> None:
     """Warn (:data:`MAJORITY_BASIS_WARNING`) when ``basis='rare'`` would take a clear majority
     (more than twice the other class's rows) as the basis."""
@@ -147,7 +153,7 @@ def warn_majority_basis(pos: np.ndarray) -> None:
     # rows (memory and time grow with it) and scores that rank the majority first, silently.
     # Only a clear majority (twice the other class): near-balanced data is not flipped labels
     n_pos, m = int(pos.sum()), pos.shape[0]
-    if n_pos > 2 * (m - n_pos):
+    if majority_basis(n_pos, m):
         warnings.warn(
             f"{MAJORITY_BASIS_WARNING}, but they are the majority here: {n_pos} of {m} rows "
             f"({n_pos / m:.1%}), where the other class would give {m - n_pos}. If the rare class "
