@@ -244,6 +244,8 @@ from jaxrank.select import shared_floors, stratified_folds
 
 __all__ = [
     "AUTO_MIN_BASIS",
+    "EDGE_LAM_STEP",
+    "EDGE_SIGMA2_STEP",
     "NARROW_MARGIN_SE",
     "NARROW_MAX_ROWS",
     "NARROW_MIN_BASIS",
@@ -260,8 +262,10 @@ __all__ = [
     "choose",
     "cv_search",
     "equal_folds",
+    "gaussian_kernel",
     "refit",
     "refit_basis",
+    "search_edges",
     "search_floors",
     "search_narrower",
     "wants_narrower",
@@ -284,6 +288,11 @@ NARROW_MIN_BASIS = 1024
 #: than this many standard errors of the paired fold differences (module notes).
 NARROW_MARGIN_SE = 1.0
 
+#: The edge extension (:func:`search_edges`): one step multiplies the widest σ² by this ...
+EDGE_SIGMA2_STEP = 4.0
+#: ... or divides the smallest λ by this.
+EDGE_LAM_STEP = 4.0
+
 #: A search runs its fits (one per fold, basis and σ²) on this many threads: one fit's host
 #: work (its float64 preconditioner, on one BLAS thread) and Python overlap another's compiled
 #: solve (module notes) ...
@@ -301,10 +310,18 @@ SEARCH_ENGINE = "fits"
 CORE_CHUNK = None
 
 #: Selection rules of :func:`choose`.
-RULES = ("max", "one_se", "smooth", "smooth_grid")
+RULES = ("max", "one_se", "smooth", "smooth_grid", "smooth_mirror")
 
 #: Basis policies of :func:`cv_search`.
 POLICIES = ("rare", "auto", "all")
+
+
+def gaussian_kernel(sigma2: float, scales=None):
+    """The search's Gaussian: isotropic, or with per-column ``scales`` (binary-aware or ARD,
+    :class:`jaxrank.kernels.ARDGaussian`)."""
+    if scales is None:
+        return _kernels.gaussian(float(sigma2))
+    return _kernels.ard(float(sigma2), np.asarray(scales, np.float64))
 
 
 def _policy_basis(policy, X, pos, key, min_basis: int):
@@ -368,9 +385,29 @@ def _smooth_grid(mean: np.ndarray) -> np.ndarray:
     return total / count
 
 
+def _smooth_mirror(mean: np.ndarray) -> np.ndarray:
+    """Mean of each cell's 3×3 box along σ² and λ, the table mirrored at its edges.
+
+    Every cell averages nine values, so an edge or corner cell is not judged on fewer (and so
+    noisier, more often maximal) cells than an interior one: :func:`_smooth_grid`'s corner box
+    averages four cells, and on real data its maximum lands on the corner of the grid even where
+    the CV surface peaks inside it (docs/choosing-a-model.md). The mirror weighs an edge cell's
+    inner neighbours twice: an edge wins only where the surface still rises towards it, which
+    is where the search extends the grid (:func:`search_edges`)."""
+    S, L = mean.shape[-2:]
+    mode = [(0, 0)] * (mean.ndim - 2) + [(1, 1) if S > 1 else (0, 0), (1, 1) if L > 1 else (0, 0)]
+    pad = np.pad(mean, mode, mode="reflect")
+    if S == 1:
+        pad = np.concatenate([pad, pad, pad], axis=-2)
+    if L == 1:
+        pad = np.concatenate([pad, pad, pad], axis=-1)
+    return sum(pad[..., i : i + S, j : j + L] for i in range(3) for j in range(3)) / 9.0
+
+
 def _rule_score(mean: np.ndarray, rule: str) -> np.ndarray:
     """The table a rule maximises: the mean itself, or its smoothed version."""
-    return {"smooth": _smooth, "smooth_grid": _smooth_grid}.get(rule, lambda a: a)(mean)
+    smooth = {"smooth": _smooth, "smooth_grid": _smooth_grid, "smooth_mirror": _smooth_mirror}
+    return smooth.get(rule, lambda a: a)(mean)
 
 
 def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
@@ -380,7 +417,9 @@ def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
     is within one standard error of the largest mean (``mean ≥ max − se[argmax]``);
     ``"smooth"`` the largest mean of the λ-curve averaged with its neighbours; ``"smooth_grid"``
     the largest mean of the (σ², λ) table averaged over each cell's neighbours in both
-    directions (a 3×3 box, fewer cells at the edges; per basis policy). Ties go to the
+    directions (a 3×3 box, fewer cells at the edges; per basis policy); ``"smooth_mirror"``
+    the same box with the table mirrored at its edges, so every cell averages nine
+    (:func:`_smooth_mirror`: no bias towards the corners). Ties go to the
     larger λ, then the larger σ² (the smoother model), then the earlier basis policy.
 
     Args:
@@ -462,6 +501,7 @@ def cv_search(
     folds: int = 5,
     key,
     min_basis: int = AUTO_MIN_BASIS,
+    scales=None,
     **fit_kwargs: Any,
 ) -> CVSearch:
     """Held-out AUC of every (basis policy, σ², λ) by stratified k-fold CV, λ batched.
@@ -480,6 +520,8 @@ def cv_search(
       folds: ``k``, ``2 ≤ k ≤ min(m+, m−)``.
       key: ``jax.random.key`` (folds, trimming, k-means++ landmarks).
       min_basis: the auto basis floor.
+      scales: ``(d,)`` per-column scales of the Gaussian (:func:`gaussian_kernel`; ``None``:
+        isotropic).
       **fit_kwargs: passed to every :func:`jaxrank.fit` (``dtype``, ``tol``, ``eps``, ...).
 
     Returns:
@@ -505,7 +547,7 @@ def cv_search(
     cv = np.empty((len(policies), s2.size, folds, grid.size), np.float64)
     with search_floors(pos, policies, grid.size, min_basis, fit_kwargs.get("dtype")):
         _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
-                      fit_kwargs)  # fmt: skip
+                      fit_kwargs, scales)  # fmt: skip
     n_basis = np.array(
         [_policy_basis(p, X, pos, k_basis, min_basis).size for p in policies], np.int64
     )
@@ -632,14 +674,109 @@ def keep_narrower(
     return pick if d.mean() > margin_se * se and d.mean() > 0 else (b0, s0, j0)
 
 
+def _merge(search: CVSearch, ext: CVSearch, axis: str) -> CVSearch:
+    """``search`` with ``ext``'s σ² rows (``axis="sigma2"``) or λ columns (``"lam"``) added,
+    the merged axis sorted ascending (the neighbourhoods of the smoothing rules follow it)."""
+    if axis == "sigma2":
+        s2 = np.concatenate([search.sigma2s, ext.sigma2s])
+        o = np.argsort(s2, kind="stable")
+        cat = lambda f: np.concatenate([getattr(search, f), getattr(ext, f)], axis=1)[:, o]
+        return search._replace(
+            cv_auc=cat("cv_auc"), mean_auc=cat("mean_auc"), se_auc=cat("se_auc"), sigma2s=s2[o],
+            min_basis=np.concatenate([search.min_basis, ext.min_basis])[o],
+            fit_seconds=search.fit_seconds + ext.fit_seconds,
+        )  # fmt: skip
+    lams = np.concatenate([search.lams, ext.lams])
+    o = np.argsort(lams, kind="stable")
+    cat = lambda f: np.concatenate([getattr(search, f), getattr(ext, f)], axis=-1)[..., o]
+    return search._replace(
+        cv_auc=cat("cv_auc"), mean_auc=cat("mean_auc"), se_auc=cat("se_auc"), lams=lams[o],
+        fit_seconds=search.fit_seconds + ext.fit_seconds,
+    )  # fmt: skip
+
+
+def search_edges(
+    X,
+    y,
+    search: CVSearch,
+    pick: tuple,
+    *,
+    folds: int,
+    key,
+    rule: str = "smooth_mirror",
+    max_sigma2: float,
+    min_lam: float,
+    sigma2_step: float = EDGE_SIGMA2_STEP,
+    lam_step: float = EDGE_LAM_STEP,
+    scales=None,
+    **fit_kwargs: Any,
+) -> tuple[CVSearch, tuple[int, int, int]]:
+    """Extend the table past the edge its pick lies on until the pick is inside or a limit.
+
+    While the rule's pick (:func:`choose`) is at the widest σ² searched and ``σ² · sigma2_step
+    ≤ max_sigma2``, σ² = widest × ``sigma2_step`` is searched (same folds, ``key`` and basis
+    floor); while it is at the smallest λ and ``λ / lam_step ≥ min_lam``, λ = smallest /
+    ``lam_step`` is searched for every σ² (each σ² with the floor it was searched with). The
+    choice is made again on each merged table. The large-λ end needs no extension: the CV curve
+    is exactly flat there (module notes). The narrow end has its own rule
+    (:func:`search_narrower`).
+
+    Args:
+      X, y: the rows and labels searched; ``search``: the :func:`cv_search` table on them and
+        ``pick`` its choice under ``rule``.
+      folds, key, scales, **fit_kwargs: as passed to that :func:`cv_search` (``min_basis``
+        included).
+      max_sigma2, min_lam: the limits (absolute values).
+      sigma2_step, lam_step: the factors of one extension step (> 1).
+
+    Returns:
+      ``(search, pick)``: the merged table and the pick on it.
+    """
+    X, pos = check_X_y(X, y)
+    floor = int(fit_kwargs.pop("min_basis", AUTO_MIN_BASIS))
+    opts = dict(policies=search.policies, folds=folds, key=key, scales=scales, **fit_kwargs)
+    while True:
+        _b, s, j = pick
+        s2, lams = np.asarray(search.sigma2s), np.asarray(search.lams)
+        if s2[s] >= s2.max() and s2.max() * sigma2_step <= max_sigma2 * (1 + 1e-9):
+            ext = cv_search(X, pos, lams=lams, sigma2s=[s2.max() * sigma2_step],
+                            min_basis=floor, **opts)  # fmt: skip
+            search = _merge(search, ext, "sigma2")
+        elif lams[j] <= lams.min() and lams.min() / lam_step >= min_lam * (1 - 1e-9):
+            new = [lams.min() / lam_step]
+            parts = []
+            for f in np.unique(search.min_basis):
+                rows = np.flatnonzero(search.min_basis == f)
+                # the grid's size, filled with copies of the new λ: the search's compiled
+                # program (a copy after the first costs one evaluation on the warm path)
+                part = cv_search(X, pos, lams=np.full(lams.size, new[0]), sigma2s=s2[rows],
+                                 min_basis=int(f), **opts)  # fmt: skip
+                parts.append((rows, part._replace(cv_auc=part.cv_auc[..., :1],
+                                                  mean_auc=part.mean_auc[..., :1],
+                                                  se_auc=part.se_auc[..., :1])))  # fmt: skip
+            shape = (*search.cv_auc.shape[:3], 1)
+            ext = search._replace(lams=np.asarray(new), cv_auc=np.empty(shape),
+                                  mean_auc=np.empty((*shape[:2], 1)),
+                                  se_auc=np.empty((*shape[:2], 1)), fit_seconds=0.0)  # fmt: skip
+            for rows, part in parts:
+                ext.cv_auc[:, rows] = part.cv_auc
+                ext.mean_auc[:, rows] = part.mean_auc
+                ext.se_auc[:, rows] = part.se_auc
+            ext = ext._replace(fit_seconds=sum(p.fit_seconds for _, p in parts))
+            search = _merge(search, ext, "lam")
+        else:
+            return search, pick
+        pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
+
+
 def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
-                  fit_kwargs):  # fmt: skip
+                  fit_kwargs, scales=None):  # fmt: skip
     state = _buckets.snapshot()  # the search's floors, carried into the worker threads
 
     def score(tr, idx, sigma2, Xte, yte, mask):
         # a cell is judged by its held-out AUC: stalled float32 λ are not polished (the refit is)
         with _buckets.carried(state), _fitting.float32_stage_only():
-            model = fit(X[tr], pos[tr], grid, basis=idx, kernel=_kernels.gaussian(float(sigma2)),
+            model = fit(X[tr], pos[tr], grid, basis=idx, kernel=gaussian_kernel(sigma2, scales),
                         **fit_kwargs)  # fmt: skip
             scores = model.decision_function(Xte)
             return np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
@@ -663,7 +800,8 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
                 continue
             jobs += [((b, s, f), (tr, idx, sigma2, Xte, yte, mask)) for s, sigma2 in enumerate(s2)]
     itemsize = np.dtype(fit_kwargs.get("dtype") or np.float32).itemsize
-    if SEARCH_ENGINE == "core" and _core_folds(X, pos, jobs, policies, grid, cv, fit_kwargs):
+    core = SEARCH_ENGINE == "core" and scales is None  # the core engine: isotropic only
+    if core and _core_folds(X, pos, jobs, policies, grid, cv, fit_kwargs):
         for b, same, f in copies:
             cv[b, :, f] = cv[same, :, f]
         return
@@ -759,7 +897,7 @@ def search_floors(pos, policies, n_lams: int, min_basis: int = AUTO_MIN_BASIS, d
 
 
 def refit(X, y, lam, *, policy, sigma2, key, lams, policies=None,
-          min_basis: int = AUTO_MIN_BASIS, **fit_kwargs):  # fmt: skip
+          min_basis: int = AUTO_MIN_BASIS, scales=None, **fit_kwargs):  # fmt: skip
     """The chosen model on all rows, in the search's compiled program.
 
     The basis is :func:`refit_basis`; the fit runs on the warm path inside the search's floors
@@ -776,7 +914,7 @@ def refit(X, y, lam, *, policy, sigma2, key, lams, policies=None,
     opts = {"path": "warm", "chains": 1, **fit_kwargs}
     searched = (policy,) if policies is None else policies
     with search_floors(pos, searched, int(np.size(lams)), min_basis, opts.get("dtype")):
-        model = fit(X, pos, float(lam), basis=idx, kernel=_kernels.gaussian(float(sigma2)),
+        model = fit(X, pos, float(lam), basis=idx, kernel=gaussian_kernel(sigma2, scales),
                     **opts)  # fmt: skip
     return model, idx
 

@@ -31,7 +31,14 @@ from jaxrank._sklearn_base import (
 )
 from jaxrank._validation import check_lam
 
-__all__ = ["DEFAULT_LAMS", "DEFAULT_SIGMA2_FACTORS", "RankRCClassifierCV"]
+__all__ = [
+    "DEFAULT_LAMS",
+    "DEFAULT_SIGMA2_FACTORS",
+    "KERNELS",
+    "MAX_SIGMA2_FACTOR",
+    "MIN_LAM",
+    "RankRCClassifierCV",
+]
 
 #: λ grid searched by default: ``2^k``, k = −20, −18, …, 10 (seed 000 Sec. 6).
 DEFAULT_LAMS = tuple(2.0 ** np.arange(-20, 11, 2))
@@ -39,6 +46,14 @@ DEFAULT_LAMS = tuple(2.0 ** np.arange(-20, 11, 2))
 #: k = −1 … 2 (1/4, 1, 4, 16). Chosen with the rule ``"smooth_grid"`` on 33 KEEL sets
 #: (``bench/keel_wide.TUNE_SETS``; the measurements are in the notes of :mod:`jaxrank._cv`).
 DEFAULT_SIGMA2_FACTORS = (0.25, 1.0, 4.0, 16.0)
+#: The edge extension's limits (:func:`jaxrank._cv.search_edges`): σ² up to the heuristic × 256
+#: (four steps of 4 past the default grid) ...
+MAX_SIGMA2_FACTOR = 256.0
+#: ... and λ down to 2^-24 (two steps of 4 past the paper's grid).
+MIN_LAM = 2.0**-24
+#: Kernels of the search: the binary-aware Gaussian (default), the plain isotropic one, and the
+#: ARD Gaussian with learned per-column scales.
+KERNELS = ("gaussian", "isotropic", "ard")
 
 
 @estimator_params
@@ -127,7 +142,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     sigma2_factors: Any = None
     basis: str = "auto"
     min_basis: int = _cv.AUTO_MIN_BASIS
-    rule: str = "smooth_grid"
+    rule: str = "smooth_mirror"
     cv: int = 5
     pos_label: Any = None
     random_state: Any = None
@@ -138,6 +153,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     dtype: str = "float32"
     search_tol: float = 1e-4
     extend_sigma2: bool = True
+    kernel: str = "gaussian"
+    extend_edges: bool = True
+    max_sigma2_factor: float = MAX_SIGMA2_FACTOR
+    min_lam: float = MIN_LAM
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)
@@ -148,6 +167,12 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 f"sigma2_factors must be a non-empty 1-D list of values > 0, got "
                 f"{self.sigma2_factors!r}."
             )
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}.")
+        lim = self.max_sigma2_factor
+        if isinstance(lim, bool) or not isinstance(lim, int | float | np.number) or not lim > 0:
+            raise ValueError(f"max_sigma2_factor must be a number > 0, got {lim!r}.")
+        check_lam(self.min_lam)
         if self.rule not in _cv.RULES:
             raise ValueError(f"rule must be one of {_cv.RULES}, got {self.rule!r}.")
         cv = self.cv
@@ -186,36 +211,49 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             )
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         key = jax.random.key(seed)
-        sigma2s = fac * _kernels.sigma2_heuristic(X)
-        if not isinstance(self.extend_sigma2, bool | np.bool_):
-            raise ValueError(f"extend_sigma2 must be True or False, got {self.extend_sigma2!r}.")
+        for name in ("extend_sigma2", "extend_edges"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
+        # binary-aware distances (kernels.binary_scales): a dummy column, standardised or
+        # not, moves a squared distance by 0 or 1
+        scales = None if self.kernel == "isotropic" else _kernels.binary_scales(X)
+        heuristic = _kernels.sigma2_heuristic(X if scales is None else X * scales)
+        sigma2s = fac * heuristic
         opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
                     dtype=self.dtype)  # fmt: skip
         tol = self.tol if self.search_tol is None else self.search_tol
+        sopts = dict(folds=folds, key=key, scales=scales, **{**opts, "tol": tol})
         search = _cv.cv_search(
-            X, pos, lams=lams, sigma2s=sigma2s, policies=policies, folds=folds, key=key,
-            min_basis=self.min_basis, **{**opts, "tol": tol},
+            X, pos, lams=lams, sigma2s=sigma2s, policies=policies, min_basis=self.min_basis,
+            **sopts,
         )  # fmt: skip
         b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
-        if self.extend_sigma2:
-            search = _cv.search_narrower(
-                X, pos, search, (b, s, j), folds=folds, key=key, rule=self.rule,
-                min_basis=self.min_basis,
-                **{**opts, "tol": tol},
+        if self.extend_edges:
+            search, (b, s, j) = _cv.search_edges(
+                X, pos, search, (b, s, j), rule=self.rule, min_basis=self.min_basis,
+                max_sigma2=float(self.max_sigma2_factor) * heuristic, min_lam=self.min_lam,
+                **sopts,
             )  # fmt: skip
-            n_new = search.sigma2s.size - sigma2s.size
+        if self.extend_sigma2:
+            n_before = search.sigma2s.size
+            base = (b, s, j)
+            search = _cv.search_narrower(
+                X, pos, search, base, rule=self.rule, min_basis=self.min_basis, **sopts
+            )
+            n_new = search.sigma2s.size - n_before
             if n_new:
-                # the extension starts below the narrowest σ², the only pick it extends
-                fac = np.concatenate([fac.min() * np.sort(_cv.NARROW_STEPS), fac])
-                sigma2s = search.sigma2s
-                pick = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
-                b, s, j = _cv.keep_narrower(search, (b, s, j), pick, n_new)
-        floor = int(search.min_basis[s])
+                pick = _cv.choose(
+                    search.mean_auc, search.se_auc, search.lams, search.sigma2s, self.rule
+                )
+                b, s, j = _cv.keep_narrower(search, base, pick, n_new)
+        sigma2s, fac = search.sigma2s, search.sigma2s / heuristic
         # in the search's compiled program (same floors, warm path): no new compilation
         self.model_, idx = _cv.refit(
-            X, pos, float(lams[j]), policy=policies[b], sigma2=float(sigma2s[s]), key=key,
-            lams=lams, policies=policies, min_basis=floor, **opts,
+            X, pos, float(search.lams[j]), policy=policies[b], sigma2=float(sigma2s[s]),
+            key=key, lams=lams, policies=policies, min_basis=int(search.min_basis[s]),
+            scales=scales, **opts,
         )  # fmt: skip
+        lams = search.lams
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = classes
         self.pos_label_ = classes[i_pos]

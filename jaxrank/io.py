@@ -30,7 +30,7 @@ gives a flat ``{name: value}`` dict of the model's fields and ``from_arrays(fiel
 the model from the same dict. A value is an array (numpy or JAX; restored as the same kind,
 same dtype), a JSON scalar (``None``, ``bool``, ``int``, ``float``, ``str``; restored exactly:
 Python floats round-trip through their shortest ``repr``), or a kernel registered with
-:func:`register_kernel` (the three jaxrank kernels are).
+:func:`register_kernel` (the four jaxrank kernels are).
 
 One idea at ~880 lines, on purpose: the file format, i.e. its writer, its reader (a hardened
 parser of an untrusted file: a stored-only zip whose every size is checked before anything is
@@ -282,6 +282,19 @@ def _check_kernel(kernel, where: str) -> None:
                 f"kernel field {where!r}: Gaussian sigma2 must be finite and > 0, got "
                 f"{kernel.sigma2!r}."
             )
+        if isinstance(kernel, _kernels.ARDGaussian):
+            sc = kernel.scales
+            if (
+                not isinstance(sc, np.ndarray | jax.Array)
+                or np.asarray(sc).dtype.kind != "f"
+                or np.ndim(sc) != 1
+                or not np.all(np.isfinite(sc) & (np.asarray(sc) >= 0))
+                or not np.any(np.asarray(sc) > 0)
+            ):
+                raise ValueError(
+                    f"kernel field {where!r}: ARDGaussian scales must be a 1-D float array of "
+                    f"finite values >= 0, not all 0, got {sc!r}."
+                )
     elif isinstance(kernel, _kernels.Polynomial):
         deg = kernel.degree
         if type(deg) is not int or deg < 1:
@@ -1095,6 +1108,6 @@ def status_problems(value, name: str = "info.status") -> list[str]:
     return []
 
 
-for _k in (_kernels.Gaussian, _kernels.Linear, _kernels.Polynomial):
+for _k in (_kernels.Gaussian, _kernels.ARDGaussian, _kernels.Linear, _kernels.Polynomial):
     register_kernel(_k)
 del _k

@@ -26,12 +26,15 @@ from jaxrank._precision import HIGHEST as _HI
 from jaxrank._validation import check_in_dtype, spread_floor
 
 __all__ = [
+    "ARDGaussian",
     "DualBlock",
     "Gaussian",
     "Linear",
     "MemoryBudgetError",
     "Polynomial",
     "StreamedBlock",
+    "ard",
+    "binary_scales",
     "check_kernel",
     "check_memory",
     "default_memory_budget",
@@ -153,6 +156,52 @@ class Gaussian:
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
+class ARDGaussian(Gaussian):
+    """Gaussian kernel with one scale per column (automatic relevance determination)::
+
+        k(u, v) = exp(−Σ_j s_j² (u_j − v_j)² / σ²) = exp(−‖(u − v) ⊙ s‖² / σ²)
+
+    the Gaussian of :class:`Gaussian` on the rescaled rows ``x ⊙ s``: column ``j`` has the
+    length scale ``σ / s_j``, ``s_j = 0`` removes it, ``s = 1`` is the isotropic kernel. A
+    subclass of :class:`Gaussian`, so it goes wherever the Gaussian goes (:func:`jaxrank.fit`,
+    the core under ``jit`` / ``vmap`` / ``grad`` — both σ² and ``scales`` are pytree leaves —,
+    the estimators, model files, the command line, the multi-process fit).
+
+    Attributes:
+      sigma2: the bandwidth σ² (``None``: :func:`sigma2_heuristic` on the rescaled training
+        rows, filled in by the fit).
+      scales: ``(d,)`` per-column scales ``s_j ≥ 0``, not all 0 (:func:`ard` expands one scale
+        per group of columns; :func:`binary_scales` gives the binary-aware default).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> k = ARDGaussian(sigma2=1.0, scales=jnp.array([1.0, 0.0]))  # the 2nd column ignored
+      >>> k(jnp.zeros((1, 2)), jnp.array([[1.0, 5.0]]))  # exp(−1)
+      Array([[0.36787945]], dtype=float32)
+    """
+
+    scales: Any = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        v = _concrete(self.scales)
+        if self.scales is None or (isinstance(self.scales, list | tuple) and v is None):
+            v = None if self.scales is None else np.asarray(self.scales, np.float64)
+        if v is not None and (
+            v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v) & (v >= 0)) or not v.any()
+        ):
+            raise ValueError(
+                "ARDGaussian scales must be a non-empty 1-D array of finite values >= 0, not all "
+                f"0, got {self.scales!r}."
+            )
+
+    def __call__(self, U: jax.Array, V: jax.Array) -> jax.Array:
+        s = jnp.asarray(self.scales, U.dtype)
+        return jnp.exp(-_sq_dist(U * s, V * s) / jnp.asarray(self.sigma2, U.dtype))
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
 class Linear:
     """Linear kernel ``k(u, v) = u·v``.
 
@@ -220,7 +269,7 @@ class Polynomial:
         return (base + jnp.asarray(self.coef0, dt)) ** self.degree
 
 
-Kernel = Gaussian | Linear | Polynomial
+Kernel = Gaussian | ARDGaussian | Linear | Polynomial
 
 
 def gaussian(sigma2: float | None = None) -> Gaussian:
@@ -242,6 +291,72 @@ def gaussian(sigma2: float | None = None) -> Gaussian:
         if not math.isfinite(sigma2) or sigma2 <= 0:
             raise ValueError(f"sigma2 must be finite and > 0, got {sigma2!r}.")
     return Gaussian(sigma2=sigma2)
+
+
+def ard(sigma2: float | None = None, scales=None, *, groups=None) -> ARDGaussian:
+    """An ARD Gaussian kernel (:class:`ARDGaussian`), scales per column or per group.
+
+    Args:
+      sigma2: σ² (``None``: the heuristic on the rescaled training rows at fit time).
+      scales: per-column scales ``(d,)``, or with ``groups`` one scale per group ``(G,)``;
+        ``None``: the binary-aware scales of the training rows at fit time
+        (:func:`binary_scales`).
+      groups: ``(d,)`` integer group of each column in ``0 … G−1`` (e.g. the one-hot columns
+        of one source variable share a group): column ``j`` gets ``scales[groups[j]]``.
+
+    Example:
+      >>> ard(2.0, [1.0, 0.5], groups=[0, 1, 1]).scales.tolist()
+      [1.0, 0.5, 0.5]
+    """
+    if scales is not None and not isinstance(scales, jax.core.Tracer):
+        scales = np.asarray(scales, np.float64)
+    if groups is not None:
+        if scales is None:
+            raise ValueError("groups= needs scales= (one scale per group).")
+        g = np.asarray(groups)
+        if g.ndim != 1 or g.dtype.kind not in "iu" or (g.size and (g.min() < 0)):
+            raise ValueError(f"groups must be a 1-D array of integers >= 0, got {groups!r}.")
+        if g.size and g.max() >= np.shape(scales)[0]:
+            raise ValueError(
+                f"groups names group {int(g.max())} but scales has {np.shape(scales)[0]} entries."
+            )
+        scales = scales[g] if isinstance(scales, np.ndarray) else jnp.asarray(scales)[g]
+    if sigma2 is not None and not isinstance(sigma2, jax.core.Tracer):
+        sigma2 = float(sigma2)
+    return ARDGaussian(sigma2=sigma2, scales=scales)
+
+
+def binary_scales(X) -> np.ndarray | None:
+    """The binary-aware column scales: ``1/(hi − lo)`` for a column with exactly two distinct
+    values ``lo < hi`` (a 0/1 dummy, before or after a scaler), 1 for every other column.
+
+    The default Gaussian kernel measures distances on ``x ⊙ s`` with these scales, so a dummy
+    column contributes 0 or 1 to a squared distance whatever a scaler made of it. A standardised
+    dummy with 2 % ones takes the values −0.14 and 7.0: one such difference (51) outweighs 15
+    standardised continuous columns together (expected squared difference 2 each), and the σ²
+    heuristic then blurs every other column away (docs/choosing-a-model.md).
+
+    Args:
+      X: ``(m, d)`` training rows (host array).
+
+    Returns:
+      ``(d,)`` float64 scales, or ``None`` when every scale is 1 (no two-valued column, or its
+      two values already 1 apart): the isotropic kernel.
+
+    Example:
+      >>> binary_scales([[0.0, -0.5, 1.0], [1.0, 2.0, 2.0], [0.0, 2.0, 3.0]]).tolist()
+      [1.0, 0.4, 1.0]
+    """
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] < 2:
+        return None
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    two = (hi > lo) & np.all((X == lo) | (X == hi), axis=0)
+    scales = np.ones(X.shape[1], np.float64)
+    spread = hi[two].astype(np.float64) - lo[two].astype(np.float64)
+    with np.errstate(over="ignore"):
+        scales[two] = np.where(np.isfinite(spread), 1.0 / spread, 1.0)
+    return None if np.all(scales == 1.0) else scales
 
 
 def linear() -> Linear:
@@ -381,18 +496,30 @@ def check_kernel(kernel: Kernel, X, dtype) -> None:
 
 def _resolve(kernel: Kernel | str | None, X) -> Kernel:
     if kernel is None or kernel == "gaussian" or kernel == "rbf":
-        kernel = Gaussian()
+        # the default Gaussian is binary-aware (binary_scales): isotropic when X has no
+        # two-valued column off the unit spread; an explicit Gaussian() object stays isotropic
+        scales = binary_scales(X)
+        kernel = Gaussian() if scales is None else ARDGaussian(scales=scales)
+    elif kernel == "ard":
+        kernel = ARDGaussian()
     elif kernel == "linear":
         kernel = Linear()
     elif kernel == "polynomial" or kernel == "poly":
         kernel = Polynomial()
     elif isinstance(kernel, str):
         raise ValueError(
-            f"unknown kernel {kernel!r}; use 'gaussian', 'linear', 'polynomial' or a kernel object."
+            f"unknown kernel {kernel!r}; use 'gaussian', 'ard', 'linear', 'polynomial' or a "
+            "kernel object."
         )
     if not isinstance(kernel, Gaussian | Linear | Polynomial):
         raise ValueError(f"kernel must be a jaxrank kernel or a name, got {type(kernel)!r}.")
-    if isinstance(kernel, Gaussian) and kernel.sigma2 is None:
+    if isinstance(kernel, ARDGaussian) and kernel.scales is None:
+        scales = binary_scales(X)
+        kernel = ARDGaussian(kernel.sigma2, np.ones(np.shape(X)[1]) if scales is None else scales)
+    if isinstance(kernel, ARDGaussian) and kernel.sigma2 is None:
+        Xs = np.asarray(X, np.float64) * np.asarray(kernel.scales, np.float64)
+        kernel = ARDGaussian(sigma2=sigma2_heuristic(Xs), scales=kernel.scales)
+    elif isinstance(kernel, Gaussian) and kernel.sigma2 is None:
         kernel = Gaussian(sigma2=sigma2_heuristic(X))
     return kernel
 
