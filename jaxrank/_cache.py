@@ -41,6 +41,20 @@ write; nothing fails.)
 The cache is trusted code: JAX loads executables from it, so it must not be writable by other
 users (the default directory is created with mode 0700).
 
+Damaged entries (issue 43): JAX's own file cache trusts what it reads (a damaged entry that still
+decompresses is handed to the deserialiser; one that does not warns once per entry in every later
+process, and is never rewritten, because JAX does not overwrite an existing entry). In a directory
+jaxrank points the cache at (:func:`set_compilation_cache`, :func:`enable_default_cache`) every
+entry is *sealed* instead: a magic tag and a SHA-256 of the bytes JAX deserialises, before them
+(:func:`seal`). An entry whose checksum does not match — a flipped byte, a truncated, random or
+empty file — is removed and reported as a miss, so JAX recompiles and writes it again; the process
+warns once (:func:`discard_damaged`), whatever the number of damaged entries. Writes go to a
+temporary name in the same directory, are read back and checked, then renamed over the entry
+(:func:`write_sealed`): two processes writing one entry each rename a complete one, and a writer
+killed mid-write leaves only a temporary file that nothing reads (removed a day later). The stored
+``jax.export`` programs (:mod:`jaxrank._exported`) use the same seal in any directory. A directory
+the user configured keeps JAX's own format and behaviour.
+
 Long sessions: every XLA:CPU executable keeps memory mappings until its jit cache entry is
 dropped; :func:`bound_compiled_programs` drops jaxrank's own jitted programs (never the user's:
 no ``jax.clear_caches()``) when the process nears the kernel's mapping limit.
@@ -49,9 +63,13 @@ no ``jax.clear_caches()``) when the process nears the kernel's mapping limit.
 from __future__ import annotations
 
 import gc
+import hashlib
+import logging
 import os
 import sys
 import tempfile
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -66,9 +84,13 @@ __all__ = [
     "bound_compiled_programs",
     "compilation_cache_dir",
     "default_cache_dir",
+    "discard_damaged",
     "enable_default_cache",
     "map_count",
+    "seal",
     "set_compilation_cache",
+    "unseal",
+    "write_sealed",
 ]
 
 DISABLE_ENV = "JAXRANK_NO_COMPILATION_CACHE"
@@ -100,6 +122,19 @@ JAX_DEFAULT_MIN_TIME = 1.0  # JAX's own jax_persistent_cache_min_compile_time_se
 
 _DIR_ENV = "JAX_COMPILATION_CACHE_DIR"
 _MIN_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+
+#: The first bytes of a sealed file; the SHA-256 of the payload follows, then the payload.
+SEAL_MAGIC = b"jaxrank-seal-1\n"
+_DIGEST_BYTES = 32
+#: Name suffix of a sealed JAX cache entry's key: JAX's own entries (``<key>-cache``) in the same
+#: directory, written by an older jaxrank or by plain JAX, are neither read nor overwritten.
+_SEALED_KEY_SUFFIX = "-sealed"
+#: Temporary files of writes that never finished (a killed writer) are removed after this long:
+#: long enough that no live writer still owns one.
+_STALE_TMP_SECONDS = 86_400
+_TMP_SUFFIX = ".tmp"
+
+_logger = logging.getLogger(__name__)
 
 
 class CompilationCacheWarning(UserWarning):
@@ -184,6 +219,176 @@ def _drop_initialized_cache() -> None:
     cc.reset_cache()
 
 
+# ---- sealed files: checksummed, written whole or not at all ------------------------------------
+
+
+def seal(payload: bytes) -> bytes:
+    """``payload`` behind :data:`SEAL_MAGIC` and its SHA-256, as stored on disk.
+
+    Example:
+      >>> unseal(seal(b"program")) == b"program"
+      True
+    """
+    return SEAL_MAGIC + hashlib.sha256(payload).digest() + bytes(payload)
+
+
+def unseal(blob: bytes | None) -> bytes | None:
+    """The payload of a sealed file, ``None`` unless its tag and checksum match (a flipped byte,
+    a truncated, random or empty file, or a file written without a seal).
+
+    Example:
+      >>> blob = bytearray(seal(b"program"))
+      >>> blob[-1] ^= 1
+      >>> unseal(bytes(blob)) is None, unseal(b"") is None
+      (True, True)
+    """
+    head = len(SEAL_MAGIC) + _DIGEST_BYTES
+    if blob is None or len(blob) < head or not blob.startswith(SEAL_MAGIC):
+        return None
+    payload = bytes(blob[head:])
+    if hashlib.sha256(payload).digest() != bytes(blob[len(SEAL_MAGIC) : head]):
+        return None
+    return payload
+
+
+def write_sealed(path: Path, payload: bytes) -> bool:
+    """Store ``seal(payload)`` at ``path``: written to a temporary name in the same directory,
+    read back and checked, then renamed over ``path`` (atomic: a reader sees the old file or the
+    new one, concurrent writers each rename a complete file, and a writer killed mid-write leaves
+    a temporary file that nothing reads). No ``fsync``: a file the system lost part of later
+    fails its checksum on the next read and costs a recompile.
+
+    Returns:
+      whether the file is in place (``False`` for a read-only or full directory: nothing raised).
+    """
+    blob = seal(payload)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TMP_SUFFIX, dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        if unseal(Path(tmp).read_bytes()) != payload:  # a short write or a failing disk
+            return False
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            _remove(Path(tmp))
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:  # gone already (another process removed it), or a read-only directory
+        pass
+
+
+_damage_lock = threading.Lock()
+_damage_warned = False
+
+
+def discard_damaged(path: Path, what: str) -> None:
+    """Remove the damaged file ``path`` (it is made again) and warn about it once per process: a
+    damaged cache costs recompiles and one :class:`CompilationCacheWarning`, never a failed fit.
+    Later damaged files of the same process are logged (``jaxrank._cache`` logger, INFO).
+
+    Args:
+      path: the file whose seal did not match.
+      what: what it held, for the message (``"compiled program"``, ``"exported program"``).
+    """
+    global _damage_warned
+    _remove(path)
+    with _damage_lock:
+        first, _damage_warned = not _damage_warned, True
+    if not first:
+        _logger.info("jaxrank: damaged %s %s removed; recompiling it", what, path)
+        return
+    warnings.warn(
+        f"jaxrank: the persistent compilation cache held a damaged {what} ({str(path)!r}: its "
+        "checksum does not match); removed, recompiling. Other damaged entries of this process "
+        "are replaced without a warning.",
+        CompilationCacheWarning,
+        stacklevel=2,
+    )
+
+
+def _sweep_stale_temporaries(path: Path, age: float = _STALE_TMP_SECONDS) -> None:
+    # temporary files of writers killed mid-write: never read, removed once surely abandoned
+    cutoff = time.time() - age
+    for sub in (path, path / "jaxrank-exported"):
+        try:
+            stale = [t for t in sub.glob(f".*{_TMP_SUFFIX}") if t.stat().st_mtime < cutoff]
+        except OSError:
+            continue
+        for t in stale:
+            _remove(t)
+
+
+def _sealed_file_cache(path: Path):
+    """JAX's file cache (``jax._src.lru_cache.LRUCache``: the same layout, eviction and locking)
+    whose entries are sealed (module notes)."""
+    from jax._src.lru_cache import LRUCache  # JAX's file cache; no public hook replaces it
+
+    class SealedFileCache(LRUCache):
+        def get(self, key: str) -> bytes | None:
+            sealed_key = key + _SEALED_KEY_SUFFIX
+            blob = super().get(sealed_key)
+            payload = unseal(blob)
+            if blob is not None and payload is None:
+                discard_damaged(self.path / f"{sealed_key}-cache", "compiled program")
+            return payload
+
+        def put(self, key: str, value: bytes) -> None:
+            sealed_key = key + _SEALED_KEY_SUFFIX
+            target = self.path / f"{sealed_key}-cache"
+            if self.eviction_enabled:
+                if len(value) > self.max_size:
+                    return
+                self.lock.acquire(timeout=self.lock_timeout_secs)
+            try:
+                if unseal(_read(target)) is not None:
+                    return  # already stored (by another process): entries are never rewritten
+                self._evict_if_needed(additional_size=len(value))
+                if write_sealed(target, value) and self.eviction_enabled:
+                    stamp = time.time_ns().to_bytes(8, "little")
+                    (self.path / f"{sealed_key}-atime").write_bytes(stamp)
+            finally:
+                if self.eviction_enabled:
+                    self.lock.release()
+
+    return SealedFileCache(str(path), max_size=jax.config.jax_compilation_cache_max_size)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _install_sealed_cache(path: Path) -> bool:
+    """Make JAX's persistent cache in ``path`` the sealed one (JAX opens its cache lazily, on
+    the first compilation; this opens it now, sealed). Returns whether it was installed (JAX's
+    internals moved: then JAX's own cache is used, unsealed)."""
+    try:
+        from jax._src import compilation_cache as jcc  # JAX's cache holder: private, no API
+
+        cache = _sealed_file_cache(path)
+        if jax.config.jax_compilation_cache_check_contents:
+            cache = jcc.VerificationCache(cache)
+        with jcc._cache_initialized_mutex:
+            jcc._cache, jcc._cache_initialized = cache, True
+    except (ImportError, AttributeError, TypeError, RuntimeError, OSError) as exc:
+        _logger.info("jaxrank: JAX's own (unsealed) compilation cache in use: %s", exc)
+        return False
+    _sweep_stale_temporaries(path)
+    return True
+
+
 def _use(path: Path | None, *, source: str) -> Path | None:
     """Point JAX's cache at ``path`` (``None``: off), or off with one warning if unusable."""
     if path is not None:
@@ -202,6 +407,8 @@ def _use(path: Path | None, *, source: str) -> Path | None:
     if path is not None and _MIN_TIME_ENV not in os.environ and at_default:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_SECS)
     _drop_initialized_cache()
+    if path is not None and jax.config.jax_enable_compilation_cache:
+        _install_sealed_cache(path)
     return path
 
 

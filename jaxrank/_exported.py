@@ -11,8 +11,15 @@ program stored by other code is never used): a later process deserialises it
 
 Used only where it can help and is safe: with the persistent cache on (a directory to store
 into), single-device arguments, and ``flatbuffers`` installed (``jax.export``'s serialisation
-needs it); otherwise the function is called directly. ``JAXRANK_NO_EXPORT=1`` turns it off. A
-stored program that cannot be read (another JAX, a damaged file) is exported again.
+needs it); otherwise the function is called directly. ``JAXRANK_NO_EXPORT=1`` turns it off.
+
+A stored program is sealed (:func:`jaxrank._cache.seal`: a SHA-256 of the serialised bytes) and
+written to a temporary name, checked and renamed (:func:`jaxrank._cache.write_sealed`). Its
+checksum is verified before it is deserialised: a damaged file (issue 43: one flipped byte made
+every later fit fail with ``Failed to deserialize StableHLO``, until a person deleted the
+directory) is removed and the program exported again, with at most one warning per process
+(:func:`jaxrank._cache.discard_damaged`). A sealed program that still fails to deserialise (from
+another JAX) is exported again too.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 import threading
 from pathlib import Path
 
 import jax
 import numpy as np
+
+from jaxrank._cache import discard_damaged, unseal, write_sealed
 
 __all__ = ["DISABLE_ENV", "call", "directory"]
 
@@ -137,18 +145,22 @@ def _aval(x) -> jax.ShapeDtypeStruct:
 
 
 def _load(path: Path):
+    """The stored program at ``path``, or ``None`` (absent, damaged: removed, or unreadable by
+    this JAX): then it is exported again."""
     try:
-        return jax.export.deserialize(bytearray(path.read_bytes()))
-    except Exception:  # absent, unreadable, or from another JAX: export again
+        blob = path.read_bytes()
+    except OSError:  # absent or unreadable
+        return None
+    payload = unseal(blob)
+    if payload is None:  # never hand damaged bytes to the deserialiser
+        discard_damaged(path, "exported program")
+        return None
+    try:
+        return jax.export.deserialize(bytearray(payload))
+    except Exception:  # intact, but from a JAX that reads it differently: export again
         return None
 
 
 def _store(path: Path, blob: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
-    except OSError:
-        pass  # a read-only or full cache directory: the program is simply not stored
+    # sealed, through a checked temporary file; a read-only or full directory stores nothing
+    write_sealed(path, blob)

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -375,3 +376,169 @@ def test_small_blocks_compile_with_low_effort(monkeypatch):
     assert [c[0] for c in calls] == [True, False] and calls[1][1] == {}
     assert calls[0][1] and set(calls[0][1]) <= set(_fitting.LOW_EFFORT_OPTIONS)
     assert jnp.allclose(low.coef, default.coef, rtol=1e-6, atol=1e-9)
+
+
+# --- damaged entries (issue 43) ---------------------------------------------------------------
+
+# A small fit in a fresh process: its coefficients and objective as hex bytes, and every warning.
+_FIT_BITS = """
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import jax, numpy as np, jaxrank
+    jaxrank._cache.enable_default_cache()
+    X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
+    model = jaxrank.fit_rankrc(X, y, 2.0 ** -4)
+    bits = [np.asarray(a).tobytes().hex() for a in (model.coef, model.info.objective)]
+print(json.dumps({"bits": bits, "warnings": [[w.category.__name__, str(w.message)]
+                                             for w in caught]}))
+"""
+
+DAMAGES = ("flip", "truncate", "random", "empty")
+
+
+def _damage(path: Path, kind: str) -> None:
+    blob = bytearray(path.read_bytes())
+    if kind == "flip":
+        blob[len(blob) // 2] ^= 0xFF
+    elif kind == "truncate":
+        blob = blob[: len(blob) // 2]
+    elif kind == "random":
+        blob = bytearray(np.random.default_rng(len(blob)).bytes(len(blob)))
+    else:
+        blob = bytearray()
+    path.write_bytes(bytes(blob))
+
+
+def _stored(cache: Path) -> list[Path]:
+    """Every stored program and cache entry (JAX's executables and jaxrank's exported programs)."""
+    files = sorted(cache.glob("*-cache")) + sorted((cache / "jaxrank-exported").glob("*"))
+    return [f for f in files if f.is_file()]
+
+
+def _fit_after_damage(tmp_path: Path, kinds) -> None:
+    """Fit, damage every stored file (file i by ``kinds[i % len(kinds)]``), fit again in a fresh
+    process (the cache in place: JAX's keys depend on its directory): the same bits, at most one
+    warning, and every entry sealed and intact afterwards."""
+    env = _env(tmp_path)
+    clean = _run(_FIT_BITS, env, cwd=tmp_path)
+    assert clean["warnings"] == []
+    cache = tmp_path / "xdg" / "jaxrank" / "jax"
+    files = _stored(cache)
+    assert any(f.suffix == ".jaxexport" for f in files) and any(f.name.endswith("-cache")
+                                                               for f in files)  # fmt: skip
+    for i, f in enumerate(files):
+        _damage(f, kinds[i % len(kinds)])
+    again = _run(_FIT_BITS, env, cwd=tmp_path)
+    assert again["bits"] == clean["bits"]
+    assert len(again["warnings"]) <= 1, again["warnings"]
+    assert all(w[0] == "CompilationCacheWarning" and "damaged" in w[1] for w in again["warnings"])
+    for f in _stored(cache):  # rewritten whole: nothing damaged is left to trust
+        assert _cache.unseal(f.read_bytes()) is not None, f
+
+
+def test_damaged_cache_costs_a_recompile_not_a_fit(tmp_path):
+    # one flipped byte in a stored jax.export program made every later fit fail ("Failed to
+    # deserialize StableHLO"): each kind of damage, spread over every stored file
+    _fit_after_damage(tmp_path, DAMAGES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_every_file_damaged_the_same_way(tmp_path, kind):
+    _fit_after_damage(tmp_path, (kind,))
+
+
+def test_seal_refuses_every_damage():
+    payload = bytes(range(256)) * 8
+    blob = _cache.seal(payload)
+    assert _cache.unseal(blob) == payload
+    for kind in DAMAGES:
+        path_blob = bytearray(blob)
+        if kind == "flip":
+            for at in (0, len(_cache.SEAL_MAGIC) + 3, len(blob) - 1):  # tag, checksum, payload
+                damaged = bytearray(blob)
+                damaged[at] ^= 1
+                assert _cache.unseal(bytes(damaged)) is None
+            continue
+        if kind == "truncate":
+            path_blob = path_blob[:-1]
+        elif kind == "random":
+            path_blob = bytearray(np.random.default_rng(0).bytes(len(blob)))
+        else:
+            path_blob = bytearray()
+        assert _cache.unseal(bytes(path_blob)) is None, kind
+    assert _cache.unseal(payload) is None  # written without a seal: not trusted either
+
+
+def test_damaged_exported_program_is_removed_with_one_warning(tmp_path, monkeypatch):
+    from jaxrank import _exported
+
+    monkeypatch.setattr(_cache, "_damage_warned", False)
+    x = jnp.arange(8.0)
+    exp = jax.export.export(jax.jit(lambda v: [v * 2]))(jax.ShapeDtypeStruct((8,), x.dtype))
+    paths = [tmp_path / f"p{i}.jaxexport" for i in range(3)]
+    for path, kind in zip(paths, ("flip", "truncate", "empty"), strict=True):
+        _exported._store(path, exp.serialize())
+        assert _exported._load(path) is not None
+        _damage(path, kind)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [_exported._load(p) for p in paths] == [None] * 3
+    assert len(caught) == 1 and issubclass(caught[0].category, jaxrank.CompilationCacheWarning)
+    assert not any(p.exists() for p in paths)  # removed: exported and stored again next time
+
+
+def test_concurrent_writers_leave_one_complete_file(tmp_path):
+    import threading
+
+    target = tmp_path / "entry"
+    payloads = [bytes([i]) * (50_000 + i) for i in range(8)]
+    go = threading.Barrier(len(payloads))
+
+    def write(p):
+        go.wait()
+        for _ in range(5):
+            assert _cache.write_sealed(target, p)
+
+    threads = [threading.Thread(target=write, args=(p,)) for p in payloads]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert _cache.unseal(target.read_bytes()) in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["entry"]  # no temporary file left
+
+
+def test_killed_writer_leaves_nothing_trusted(tmp_path, restore_jax_cache_config, monkeypatch):
+    # a writer killed mid-write leaves its temporary file (never the entry's name): no reader
+    # looks at it, and the next process that opens the cache removes it once it is a day old
+    jaxrank.set_compilation_cache(tmp_path)
+    from jax._src import compilation_cache as jcc
+
+    key = "jit_f-" + "0" * 64
+    half = _cache.seal(b"x" * 1000)[:500]
+    (tmp_path / f".{key}-sealed-cache.abc{_cache._TMP_SUFFIX}").write_bytes(half)
+    assert jcc._cache.get(key) is None
+    jcc._cache.put(key, b"program")
+    assert jcc._cache.get(key) == b"program"
+    old = time.time() - _cache._STALE_TMP_SECONDS - 10
+    for t in tmp_path.glob(f".*{_cache._TMP_SUFFIX}"):
+        os.utime(t, (old, old))
+    jaxrank.set_compilation_cache(tmp_path)
+    assert not list(tmp_path.glob(f".*{_cache._TMP_SUFFIX}"))
+
+
+def test_damaged_jax_entry_is_a_miss_and_is_rewritten(tmp_path, restore_jax_cache_config,
+                                                      monkeypatch):  # fmt: skip
+    monkeypatch.setattr(_cache, "_damage_warned", False)
+    jaxrank.set_compilation_cache(tmp_path)
+    from jax._src import compilation_cache as jcc
+
+    key = "jit_g-" + "1" * 64
+    jcc._cache.put(key, b"executable")
+    (entry,) = tmp_path.glob("*-cache")
+    _damage(entry, "flip")
+    with pytest.warns(jaxrank.CompilationCacheWarning, match="damaged compiled program"):
+        assert jcc._cache.get(key) is None
+    assert not entry.exists()
+    jcc._cache.put(key, b"executable")  # JAX writes it again after compiling
+    assert jcc._cache.get(key) == b"executable"
