@@ -262,6 +262,8 @@ __all__ = [
     "choose",
     "cv_search",
     "equal_folds",
+    "fold_rows",
+    "policy_basis",
     "gaussian_kernel",
     "refit",
     "refit_basis",
@@ -357,6 +359,26 @@ def equal_folds(fold: np.ndarray, pos: np.ndarray, *, key) -> list[np.ndarray]:
             keep.append(rows[: target[c]])
         out.append(np.sort(np.concatenate(keep)).astype(np.int64))
     return out
+
+
+def fold_rows(pos: np.ndarray, folds: int, *, key) -> tuple[list, list]:
+    """The training rows (:func:`equal_folds`) and held-out rows of each fold of a search with
+    ``key``, exactly as :func:`cv_search` draws them.
+
+    Returns:
+      ``(train, held)``: two lists of ``folds`` sorted int64 index arrays.
+    """
+    k_fold, k_trim, _ = _random.split(key, 3)
+    fold = stratified_folds(pos, folds, key=k_fold)
+    held = [np.flatnonzero(fold == f) for f in range(folds)]
+    return equal_folds(fold, pos, key=k_trim), held
+
+
+def policy_basis(policy: str, min_basis: int = AUTO_MIN_BASIS):
+    """``f(X, pos, key) -> indices``: the basis of ``policy`` on given rows (as a search draws
+    it for a fold)."""
+    check_policies((policy,))
+    return lambda X, pos, key: _policy_basis(policy, X, pos, key, min_basis)
 
 
 def _smooth(mean: np.ndarray) -> np.ndarray:
@@ -538,10 +560,8 @@ def cv_search(
     if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
         raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
     check_key(key)
-    k_fold, k_trim, k_basis = _random.split(key, 3)  # k_basis is _basis_key(key)
-    fold = stratified_folds(pos, folds, key=k_fold)
-    train = equal_folds(fold, pos, key=k_trim)
-    held = [np.flatnonzero(fold == f) for f in range(folds)]
+    k_basis = _basis_key(key)
+    train, held = fold_rows(pos, folds, key=key)
     # held-out rows padded to a bucket: sets of similar sizes share the scoring programs
     n_held = _buckets.bucket(max(h.size for h in held))
     cv = np.empty((len(policies), s2.size, folds, grid.size), np.float64)

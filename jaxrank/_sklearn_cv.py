@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_random_state, validate_data
 
-from jaxrank import _cache, _cv
+from jaxrank import _ard, _cache, _cv
 from jaxrank import kernels as _kernels
 from jaxrank._sklearn_base import (
     RankClassifier,
@@ -157,6 +157,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     extend_edges: bool = True
     max_sigma2_factor: float = MAX_SIGMA2_FACTOR
     min_lam: float = MIN_LAM
+    feature_groups: Any = None
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)
@@ -217,50 +218,38 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         # binary-aware distances (kernels.binary_scales): a dummy column, standardised or
         # not, moves a squared distance by 0 or 1
         scales = None if self.kernel == "isotropic" else _kernels.binary_scales(X)
-        heuristic = _kernels.sigma2_heuristic(X if scales is None else X * scales)
-        sigma2s = fac * heuristic
+        groups = _ard.check_groups(self.feature_groups, X.shape[1])
         opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
                     dtype=self.dtype)  # fmt: skip
         tol = self.tol if self.search_tol is None else self.search_tol
-        sopts = dict(folds=folds, key=key, scales=scales, **{**opts, "tol": tol})
-        search = _cv.cv_search(
-            X, pos, lams=lams, sigma2s=sigma2s, policies=policies, min_basis=self.min_basis,
-            **sopts,
-        )  # fmt: skip
-        b, s, j = _cv.choose(search.mean_auc, search.se_auc, lams, sigma2s, self.rule)
-        if self.extend_edges:
-            search, (b, s, j) = _cv.search_edges(
-                X, pos, search, (b, s, j), rule=self.rule, min_basis=self.min_basis,
-                max_sigma2=float(self.max_sigma2_factor) * heuristic, min_lam=self.min_lam,
-                **sopts,
-            )  # fmt: skip
-        if self.extend_sigma2:
-            n_before = search.sigma2s.size
-            base = (b, s, j)
-            search = _cv.search_narrower(
-                X, pos, search, base, rule=self.rule, min_basis=self.min_basis, **sopts
+        sopts = dict(folds=folds, key=key, **{**opts, "tol": tol})
+        search, pick, heuristic = self._search(X, pos, scales, lams, fac, policies, sopts)
+        self.ard_ = None
+        if self.kernel == "ard":
+            scales, search, pick, heuristic = self._fit_ard(
+                X, pos, scales, groups, (search, pick, heuristic), lams, fac, policies, sopts
             )
-            n_new = search.sigma2s.size - n_before
-            if n_new:
-                pick = _cv.choose(
-                    search.mean_auc, search.se_auc, search.lams, search.sigma2s, self.rule
-                )
-                b, s, j = _cv.keep_narrower(search, base, pick, n_new)
+        b, s, j = pick
         sigma2s, fac = search.sigma2s, search.sigma2s / heuristic
+        lam = self.ard_["lam"] if self.ard_ else float(search.lams[j])
         # in the search's compiled program (same floors, warm path): no new compilation
         self.model_, idx = _cv.refit(
-            X, pos, float(search.lams[j]), policy=policies[b], sigma2=float(sigma2s[s]),
+            X, pos, lam, policy=policies[b], sigma2=float(sigma2s[s]),
             key=key, lams=lams, policies=policies, min_basis=int(search.min_basis[s]),
             scales=scales, **opts,
         )  # fmt: skip
         lams = search.lams
+        kern = self.model_.kernel
+        col = np.ones(X.shape[1]) if scales is None else np.asarray(scales, np.float64)
+        #: what multiplies each column inside exp(−‖(u − v) ⊙ s‖²/σ²), divided by σ
+        self.feature_scales_ = col / np.sqrt(float(kern.sigma2))
         self.n_iter_ = int(self.model_.info.iterations)
         self.classes_ = classes
         self.pos_label_ = classes[i_pos]
         self.n_folds_ = folds
         self.search_seconds_ = search.fit_seconds
         self.best_params_ = {
-            "lam": float(lams[j]), "sigma2": float(sigma2s[s]), "sigma2_factor": float(fac[s]),
+            "lam": lam, "sigma2": float(sigma2s[s]), "sigma2_factor": float(fac[s]),
             "basis": policies[b], "n_basis": int(idx.size),
         }  # fmt: skip
         self.best_score_ = float(search.mean_auc[b, s, j])
@@ -270,6 +259,68 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         scores = np.sort(self._sign() * rank_scores(self.model_, X))
         self.threshold_ = float(midpoint(scores, int(counts[0])))
         return self
+
+    def _search(self, X, pos, scales, lams, fac, policies, sopts):
+        """The σ² × λ × basis table with the Gaussian of ``scales`` (``None``: isotropic), its
+        edge and narrow extensions, and the pick: ``(search, (b, s, j), heuristic σ²)``."""
+        heuristic = _kernels.sigma2_heuristic(X if scales is None else X * scales)
+        sopts = {**sopts, "scales": scales}
+        search = _cv.cv_search(X, pos, lams=lams, sigma2s=fac * heuristic, policies=policies,
+                               min_basis=self.min_basis, **sopts)  # fmt: skip
+        pick = _cv.choose(search.mean_auc, search.se_auc, lams, search.sigma2s, self.rule)
+        if self.extend_edges:
+            search, pick = _cv.search_edges(
+                X, pos, search, pick, rule=self.rule, min_basis=self.min_basis,
+                max_sigma2=float(self.max_sigma2_factor) * heuristic, min_lam=self.min_lam,
+                **sopts,
+            )  # fmt: skip
+        if self.extend_sigma2:
+            n_before = search.sigma2s.size
+            search = _cv.search_narrower(
+                X, pos, search, pick, rule=self.rule, min_basis=self.min_basis, **sopts
+            )
+            n_new = search.sigma2s.size - n_before
+            if n_new:
+                new = _cv.choose(
+                    search.mean_auc, search.se_auc, search.lams, search.sigma2s, self.rule
+                )
+                pick = _cv.keep_narrower(search, pick, new, n_new)
+        return search, pick, heuristic
+
+    def _fit_ard(self, X, pos, scales, groups, iso, lams, fac, policies, sopts):
+        """``kernel="ard"`` (:mod:`jaxrank._ard`): the univariate start searched beside the
+        isotropic pick ``iso`` and kept if it wins on the same folds, then the scales and λ
+        tuned by implicit gradients. Returns ``(scales, search, pick, heuristic)``."""
+        base = np.ones(X.shape[1]) if scales is None else np.asarray(scales, np.float64)
+        w = _ard.univariate_scales(X * base, pos, groups)
+        start = self._search(X, pos, base * w[groups], lams, fac, policies, sopts)
+        (s_iso, p_iso, _), (s_st, p_st, _) = iso, start
+        d = (
+            s_st.cv_auc[p_st[0], p_st[1], :, p_st[2]]
+            - s_iso.cv_auc[p_iso[0], p_iso[1], :, p_iso[2]]
+        )
+        use_start = bool(d.mean() > 0)
+        search, pick, heuristic = start if use_start else iso
+        w = w if use_start else np.ones_like(w)
+        b, s, j = pick
+        train, held = _cv.fold_rows(pos, sopts["folds"], key=sopts["key"])
+        out = (base * w[groups], float(search.lams[j]), None)
+        if len(held) >= 3:
+            out = _ard.tune_scales(
+                X, pos, train_rows=train, held_rows=held,
+                policy_basis=_cv.policy_basis(policies[b], int(search.min_basis[s])),
+                sigma2=float(search.sigma2s[s]), lam=float(search.lams[j]), base=base,
+                groups=groups, start=w, key=_cv._basis_key(sopts["key"]),
+                dtype=np.dtype(self.dtype), max_iter=self.max_iter,
+            )  # fmt: skip
+        res = out[2]
+        self.ard_ = {
+            "start": "univariate" if use_start else "isotropic", "lam": out[1],
+            "steps": 0 if res is None else len(res.history) - 1,
+            "best_step": 0 if res is None else res.best_step,
+            "stop_auc": None if res is None else res.stop_scores.tolist(),
+        }  # fmt: skip
+        return out[0], search, pick, heuristic
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
