@@ -216,11 +216,10 @@ class TuneResult(NamedTuple):
 
 @functools.lru_cache(maxsize=8)
 def _compiled_step(optimizer, sizes, max_iter, trainable):
-    return jax.jit(
-        functools.partial(
-            tune_step, optimizer=optimizer, sizes=sizes, max_iter=max_iter, trainable=trainable
-        )  # fmt: skip
+    step = functools.partial(
+        tune_step, optimizer=optimizer, sizes=sizes, max_iter=max_iter, trainable=trainable
     )
+    return jax.jit(step)
 
 
 def tune(
