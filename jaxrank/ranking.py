@@ -19,6 +19,14 @@ come from a search, and the window sums from prefix sums — the sorted-window o
 Hessian-vector product all O(n log n), docs/design.md §3). Masked entries
 (``where=False``) sort last and enter no pair, so a masked call costs what an unmasked one does.
 
+Exact at any finite scores: every window sum is taken relative to its own window (compressed
+coordinates for the bounded quadratic window, distances to the window's top, with non-negative
+increments, for the unbounded ones; :func:`jaxrank.pairwise.exact_value_and_grad_b`), so a
+score far from the rest, as a network's can run away to, changes no other pair's terms (one
+positive at 1e6 among 2000 float32 scores gave 1.2265 for 0.9852 before). ±inf scores whose
+pairs cost nothing give the exact value; a pair that costs infinitely much gives inf; a NaN
+score that enters a ranking makes its value and gradient NaN.
+
 Derivatives: :func:`pairwise_loss` with ``reduce="mean"`` or ``"sum"`` carries a custom JVP
 whose tangent is the operators' analytic gradient and whose second order is their
 Hessian-vector product, so ``jax.grad``, ``jax.value_and_grad``, ``jax.jvp``, ``jax.hessian``
@@ -164,37 +172,61 @@ def _lexsort(*args):
     return np.lexsort(args[::-1], axis=-1).astype(np.int32)
 
 
-def _value_grad_windows(s, pos, keep, seg, w, loss):
+def _value_grad_windows(s, pos, keep, seg, w, loss, unbounded):
+    # per-negative terms, the gradient of their sum per entry, the windows and the layout
     lay = _Layout(s, pos, keep, seg, w)
-    value, gp, gn, win = _pw.value_and_grad_b(lay.fp, lay.fn, loss, lay.counts(), **lay.opts())
-    return value, lay.sorted_to_entries(gp, gn), win, lay
+    terms, gp, gn, win = _exact(lay, loss, unbounded)
+    g = lay.sorted_to_entries(gp, gn)
+    return _nan_rows(s, keep, _pw.row_sum(terms)), _nan_rows(s, keep, g), win, lay
 
 
-@jax.custom_jvp
-def _sum_loss(s, pos, keep, seg, w, loss):
-    return _value_grad_windows(s, pos, keep, seg, w, loss)[0]
+def _exact(lay, loss, unbounded):
+    # unbounded: True for a quadratic piece without lower end (lo = −inf, the squared hinge),
+    # None when lo is traced (both forms, chosen per ranking)
+    run = lambda ub: _pw.exact_value_and_grad_b(
+        lay.fp, lay.fn, loss, lay.counts(), wp=lay.wp, wn=lay.wn, seg=lay.seg, unbounded=ub
+    )
+    if unbounded is not None:
+        return run(unbounded)
+    bounded, free = run(False), run(True)
+    pick = jnp.isneginf(jnp.asarray(loss.lo)).reshape(-1, 1) & jnp.ones((lay.fp.shape[0], 1), bool)
+    choose = lambda x, y: x if x is None else jnp.where(pick if x.ndim == 2 else pick[:, 0], y, x)
+    return jax.tree.map(choose, bounded, free, is_leaf=lambda x: x is None)
+
+
+def _nan_rows(s, keep, x):
+    # a NaN score that enters the loss makes its ranking's result NaN (the sums would not
+    # otherwise carry it: a NaN sorts last and is compared false with every window bound)
+    bad = jnp.any(jnp.isnan(s) & keep, axis=-1)
+    return jnp.where(bad.reshape(bad.shape + (1,) * (x.ndim - 1)), jnp.nan, x)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(6,))
+def _sum_loss(s, pos, keep, seg, w, loss, unbounded):
+    return _value_grad_windows(s, pos, keep, seg, w, loss, unbounded)[0]
 
 
 @_sum_loss.defjvp
-def _sum_loss_jvp(primals, tangents):
-    value, g = _sum_loss_value_grad(*primals)
+def _sum_loss_jvp(unbounded, primals, tangents):
+    value, g = _sum_loss_value_grad(*primals, unbounded)
     return value, jnp.sum(g * tangents[0], axis=-1)
 
 
-@jax.custom_jvp
-def _sum_loss_value_grad(s, pos, keep, seg, w, loss):
-    value, g, _, _ = _value_grad_windows(s, pos, keep, seg, w, loss)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(6,))
+def _sum_loss_value_grad(s, pos, keep, seg, w, loss, unbounded):
+    value, g, _, _ = _value_grad_windows(s, pos, keep, seg, w, loss, unbounded)
     return value, g
 
 
 @_sum_loss_value_grad.defjvp
-def _sum_loss_value_grad_jvp(primals, tangents):
+def _sum_loss_value_grad_jvp(unbounded, primals, tangents):
     s, pos, keep, seg, w, loss = primals
     t = tangents[0]
-    value, g, win, lay = _value_grad_windows(s, pos, keep, seg, w, loss)
+    value, g, win, lay = _value_grad_windows(s, pos, keep, seg, w, loss, unbounded)
     tp, tn = lay.entries_to_sorted(t)
     hp, hn = _pw.hvp_b(win, tp, tn, loss)
-    return (value, g), (jnp.sum(g * t, axis=-1), lay.sorted_to_entries(hp, hn))
+    h = _nan_rows(s, keep, lay.sorted_to_entries(hp, hn))
+    return (value, g), (jnp.sum(g * t, axis=-1), h)
 
 
 def _pair_weight(pos, keep, seg, w, dt):
@@ -279,43 +311,37 @@ def pairwise_loss(
     s, pos, keep, w, seg = _arguments(scores, labels, where, weights, segments)
     w = None if w is None else jax.lax.stop_gradient(w)
     lossq = jax.tree.map(lambda v: jax.lax.stop_gradient(jnp.asarray(v, s.dtype)), lossq)
-    return _loss(s, pos, keep, seg, w, lossq, reduce)
+    return _loss(s, pos, keep, seg, w, lossq, reduce, _unbounded(lossq.lo))
 
 
-@functools.partial(jax.jit, static_argnums=6)
-def _loss(s, pos, keep, seg, w, loss, reduce):
+def _unbounded(lo):
+    # static: does the quadratic piece reach −inf (the squared hinge)? None: lo is traced
+    try:
+        return bool(np.isneginf(np.asarray(lo)).all())
+    except jax.errors.TracerArrayConversionError:
+        return None
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7))
+def _loss(s, pos, keep, seg, w, loss, reduce, unbounded):
     # one compiled program per shape and option set; loss parameters (ε) are dynamic
     shape, n = s.shape, s.shape[-1]
     rows = lambda x: None if x is None else x.reshape(-1, n)
     args = (rows(s), rows(pos), rows(keep), rows(seg), rows(w))
     if reduce == "none":
-        return _per_entry(*args, loss).reshape(shape)
-    value = _sum_loss(*args, loss)
+        return _per_entry(*args, loss, unbounded).reshape(shape)
+    value = _sum_loss(*args, loss, unbounded)
     if reduce == "mean":
         pairs = _pair_weight(*args[1:], s.dtype)
         value = jnp.where(pairs > 0, value / jnp.where(pairs > 0, pairs, 1), 0)
     return value.reshape(shape[:-1])
 
 
-def _per_entry(s, pos, keep, seg, w, loss):
+def _per_entry(s, pos, keep, seg, w, loss, unbounded):
     # Per negative j: w_j Σ_i w_i ℓ(f_i − f_j) (positives 0), differentiated by JAX itself.
     lay = _Layout(s, pos, keep, seg, w)
-    win, _ = _pw.windows_b(lay.fp, lay.fn, loss, True, lay.counts(), **lay.opts())
-    dt = s.dtype
-    wsp = win.sp if win.wp is None else win.wp * win.sp
-    P1, P2 = _pw.prefix_sum(wsp), _pw.prefix_sum(wsp * win.sp)
-    af, nqn = _pw.window_weights(win, dt)
-    P1a = _pw.flat_take(P1, win.a)
-    if win.start is not None:
-        P1a = P1a - _pw.flat_take(P1, win.start)
-    S1 = _pw.flat_take(P1, win.b) - _pw.flat_take(P1, win.a)
-    S2 = _pw.flat_take(P2, win.b) - _pw.flat_take(P2, win.a)
-    q, c = _pw.loss_col(loss.q, dt), _pw.loss_col(loss.c, dt)
-    one_u = 1 + win.fn
-    terms = af * (c + win.fn) - P1a + q * (nqn * one_u * one_u - 2 * one_u * S1 + S2)
-    if win.wn is not None:
-        terms = win.wn * terms
-    return lay.sorted_to_entries(jnp.zeros_like(terms), terms)
+    terms = _exact(lay, loss, unbounded)[0]
+    return _nan_rows(s, keep, lay.sorted_to_entries(jnp.zeros_like(terms), terms))
 
 
 def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> jax.Array:
