@@ -194,7 +194,10 @@ def tune_step(params, opt_state, data: TuneData, optimizer, *, sizes, max_iter=1
     grad = grad._replace(
         **{f: jnp.zeros_like(getattr(grad, f)) for f in grad._fields if f not in trainable}
     )
-    updates, opt_state = optimizer.update(grad, opt_state, params)
+    # optax mixes Python floats with its int32 step counter (adam's bias correction): that
+    # needs standard promotion, whatever the caller's jax_numpy_dtype_promotion says
+    with jax.numpy_dtype_promotion("standard"):
+        updates, opt_state = optimizer.update(grad, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss, aux
 
 
