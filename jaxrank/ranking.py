@@ -68,7 +68,12 @@ def _resolve_loss(loss, eps) -> PiecewiseQuadratic:
             "'squared_hinge' or 'hinge'."
         )
     if loss == "smoothed_hinge":
-        if not isinstance(eps, jax.core.Tracer) and not (float(eps) > 0):
+        if jnp.ndim(eps) != 0:
+            raise ValueError(
+                f"eps must be a scalar, got shape {jnp.shape(eps)}; for several ε, jax.vmap "
+                "over it (each vmapped member may have its own)."
+            )
+        if _concrete(eps) and not (float(eps) > 0):
             raise ValueError(f"eps must be > 0 for the smoothed hinge, got {eps!r}.")
         return _losses.smoothed_hinge(eps)
     return _losses.get_loss(loss, eps)
@@ -123,10 +128,13 @@ class _Layout:
             seg_n = _pw.flat_take(seg_sorted, self.neg_idx)
             self.seg = (seg_sorted, jnp.where(iota < self.n_neg[:, None], seg_n, -1))
 
-    def next_segment(self):
-        # the negatives' segment ids + 1: bounds below (s + 1, −∞) end segment s
+    def segment_end(self):
+        # per negative: the number of positives up to the end of its segment, the bound
+        # (s, +inf) taken inclusively (not (s + 1, −inf): an id s + 1 can overflow)
         seg_p, seg_n = self.seg
-        return seg_p, jnp.where(seg_n >= 0, seg_n + 1, -1)
+        inf = jnp.full_like(self.fn, jnp.inf)
+        end = _pw.bisect_rows(self.fp, seg_p, inf, seg_n, self.n_pos, right=True)
+        return jnp.where(seg_n >= 0, end, 0)
 
     def counts(self):
         return self.n_pos, self.n_neg
@@ -239,7 +247,7 @@ def _pair_weight(pos, keep, seg, w, dt):
     # per negative: the (weighted) positives of its segment, [below (s, −∞), below (s + 1, −∞))
     lay = _Layout(jnp.zeros(pos.shape, dt), pos, keep, seg, w)
     begin = _pw.segment_bounds(lay.fp, lay.seg, lay.fn, -jnp.inf, lay.n_pos)[2]
-    end = _pw.segment_bounds(lay.fp, lay.next_segment(), lay.fn, -jnp.inf, lay.n_pos)[2]
+    end = lay.segment_end()
     W = _positive_prefix(lay, dt)
     per_neg = _pw.flat_take(W, end) - _pw.flat_take(W, begin)
     if lay.wn is not None:
@@ -308,10 +316,25 @@ def pairwise_loss(
     if reduce not in _REDUCE:
         raise ValueError(f"reduce must be one of {_REDUCE}, got {reduce!r}.")
     lossq = _resolve_loss(loss, eps)
-    s, pos, keep, w, seg = _arguments(scores, labels, where, weights, segments)
+    s, pos, keep, w, seg, bad = _arguments(scores, labels, where, weights, segments)
+    if s.size == 0:  # no ranking at all (a leading axis of length 0)
+        return jnp.zeros(s.shape if reduce == "none" else s.shape[:-1], s.dtype)
     w = None if w is None else jax.lax.stop_gradient(w)
-    lossq = jax.tree.map(lambda v: jax.lax.stop_gradient(jnp.asarray(v, s.dtype)), lossq)
-    return _loss(s, pos, keep, seg, w, lossq, reduce, _unbounded(lossq.lo))
+    dt = _compute_dtype(s.dtype)
+    lossq = jax.tree.map(lambda v: jax.lax.stop_gradient(jnp.asarray(v, dt)), lossq)
+    if not isinstance(loss, PiecewiseQuadratic) and loss == "smoothed_hinge":
+        # a traced ε <= 0 (or NaN) has no loss: its rankings are NaN (a concrete one is refused)
+        bad = bad | ~(jax.lax.stop_gradient(jnp.asarray(eps, dt)) > 0)
+    s = _poison(s, keep, bad)
+    out = _loss(s.astype(dt), pos, keep, seg, w, lossq, reduce, _unbounded(lossq.lo))
+    return out.astype(s.dtype)
+
+
+def _poison(s, keep, bad):
+    # NaN added to the kept scores of the rankings flagged ``bad`` (a traced invalid input), so
+    # that their value and gradient are NaN (an addition: the gradient passes through)
+    nan = jnp.where(bad[..., None] & keep, jnp.nan, 0).astype(s.dtype)
+    return s + jax.lax.stop_gradient(nan)
 
 
 def _unbounded(lo):
@@ -333,7 +356,8 @@ def _loss(s, pos, keep, seg, w, loss, reduce, unbounded):
     value = _sum_loss(*args, loss, unbounded)
     if reduce == "mean":
         pairs = _pair_weight(*args[1:], s.dtype)
-        value = jnp.where(pairs > 0, value / jnp.where(pairs > 0, pairs, 1), 0)
+        # no pair: 0, unless the ranking is NaN (a NaN score, a traced invalid input)
+        value = jnp.where((pairs > 0) | jnp.isnan(value), value / jnp.where(pairs > 0, pairs, 1), 0)
     return value.reshape(shape[:-1])
 
 
@@ -364,12 +388,16 @@ def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> 
       >>> float(jaxrank.pairwise_auc(jnp.array([2.0, 0.5, 0.0, -1.0]), jnp.array([1, 0, 1, 0])))
       0.75
     """
-    s, pos, keep, w, seg = _arguments(scores, labels, where, weights, segments)
-    return _auc(jax.lax.stop_gradient(s), pos, keep, seg, w)
+    s, pos, keep, w, seg, bad = _arguments(scores, labels, where, weights, segments)
+    if s.size == 0:  # no ranking at all (a leading axis of length 0)
+        return jnp.zeros(s.shape[:-1], s.dtype)
+    s = _poison(jax.lax.stop_gradient(s), keep, bad)
+    return _auc(s, pos, keep, seg, w)
 
 
 def _arguments(scores, labels, where, weights, segments):
-    # (scores, positive mask, kept mask, weights or None, segments or None), all [..., n]
+    # (scores, positive mask, kept mask, weights or None, segments or None), all [..., n], and
+    # per ranking whether a traced input is invalid (negative or NaN weight of a kept entry)
     s = _float_scores(scores)
     shape = s.shape
     if shape[-1] == 0:
@@ -377,13 +405,57 @@ def _arguments(scores, labels, where, weights, segments):
     labels = _broadcast("labels", labels, shape)
     pos = labels if labels.dtype == jnp.bool_ else labels > 0
     keep = jnp.ones(shape, bool) if where is None else _broadcast("where", where, shape, bool)
-    w = None if weights is None else _broadcast("weights", weights, shape, s.dtype)
-    seg = None if segments is None else _broadcast("segments", segments, shape, jnp.int32)
-    return s, pos, keep, w, seg
+    w, bad = None, jnp.zeros(shape[:-1], bool)
+    if weights is not None:
+        w = _broadcast("weights", weights, shape, _compute_dtype(s.dtype))
+        invalid = keep & ~(w >= 0)
+        if _concrete(invalid) and bool(np.any(invalid)):
+            raise ValueError("weights must be >= 0 (and not NaN) where entries are kept.")
+        bad = jnp.any(invalid, axis=-1)
+        # a masked entry's weight is never read: 0, so that a NaN there cannot reach a sum
+        w = jnp.where(keep, w, 0)
+    seg = None if segments is None else _segment_ids(segments, shape)
+    return s, pos, keep, w, seg, bad
+
+
+def _concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _segment_ids(segments, shape):
+    # integer ids >= 0 kept at their width (int64 under x64: ids 2**32 and 0 stay apart), never
+    # truncated from floats or from a wider integer; concrete ids are checked here
+    seg = segments if isinstance(segments, jax.Array) else np.asarray(segments)
+    if not (jnp.issubdtype(seg.dtype, jnp.integer) or seg.dtype == jnp.bool_):
+        raise TypeError(f"segments must be integer ids >= 0, got dtype {seg.dtype}.")
+    wide = jax.dtypes.canonicalize_dtype(jnp.int64)
+    if _concrete(seg):
+        ids = np.asarray(seg)
+        if ids.size and int(ids.min()) < 0:
+            raise ValueError(f"segments must be ids >= 0, got {int(ids.min())}.")
+        if ids.size and int(ids.max()) > np.iinfo(wide).max:
+            raise ValueError(
+                f"segment id {int(ids.max())} does not fit {np.dtype(wide).name} (enable x64, "
+                "or number the segments 0, 1, 2, ...)."
+            )
+        seg = ids.astype(wide)
+    elif seg.dtype != jnp.bool_ and jnp.iinfo(seg.dtype).max > np.iinfo(wide).max:
+        raise TypeError(f"traced segments of dtype {seg.dtype} may not fit {np.dtype(wide).name}.")
+    return _broadcast("segments", seg, shape, wide)
+
+
+def _compute_dtype(dt):
+    # float16 / bfloat16 scores are summed in float32: pair counts and sums of n = 5000
+    # overflow float16 (65504) and lose 0.4 % in bfloat16
+    return jnp.float32 if jnp.finfo(dt).bits < 32 else dt
 
 
 @jax.jit
 def _auc(s, pos, keep, seg, w):
+    return _auc_rows(s.astype(_compute_dtype(s.dtype)), pos, keep, seg, w).astype(s.dtype)
+
+
+def _auc_rows(s, pos, keep, seg, w):
     shape, n = s.shape, s.shape[-1]
     rows = lambda x: None if x is None else x.reshape(-1, n)
     args = (rows(pos), rows(keep), rows(seg), rows(w))
@@ -393,12 +465,12 @@ def _auc(s, pos, keep, seg, w):
     dt = s.dtype
     if lay.seg is None:
         zeros = jnp.zeros(lay.fp.shape, jnp.int32)
-        seg_p, seg_n, nxt = zeros, zeros, zeros + 1
+        seg_p, seg_n = zeros, zeros
+        end = jnp.broadcast_to(lay.n_pos[:, None], lay.fn.shape)
     else:
-        (seg_p, seg_n), nxt = lay.seg, lay.next_segment()[1]
+        (seg_p, seg_n), end = lay.seg, lay.segment_end()
     a = _pw.bisect_rows(lay.fp, seg_p, lay.fn, seg_n, lay.n_pos)
     b = _pw.bisect_rows(lay.fp, seg_p, lay.fn, seg_n, lay.n_pos, right=True)
-    end = _pw.bisect_rows(lay.fp, seg_p, jnp.full_like(lay.fn, -jnp.inf), nxt, lay.n_pos)
     W = _positive_prefix(lay, dt)
     take = lambda i: _pw.flat_take(W, i)
     credit = (take(end) - take(b)) + 0.5 * (take(b) - take(a))
@@ -406,4 +478,5 @@ def _auc(s, pos, keep, seg, w):
     one = jnp.ones((), dt) if lay.wn is None else lay.wn
     wn = jnp.where(k < lay.n_neg[:, None], one, 0).astype(dt)
     num = jnp.sum(credit * wn, axis=1)
-    return (num / _pair_weight(*args, dt)).reshape(shape[:-1])
+    # a NaN score is compared false with everything: its ranking's AUC is NaN, not a number
+    return _nan_rows(s, args[1], num / _pair_weight(*args, dt)).reshape(shape[:-1])

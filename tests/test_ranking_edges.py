@@ -122,3 +122,107 @@ def test_infinite_scores_whose_pairs_cost_nothing(dt):
     # a pair that does cost infinitely much says so
     f = jnp.array([-jnp.inf, 0.5, 0.0, -1.0], dt)
     assert float(jaxrank.pairwise_loss(f, jnp.array([1, 0, 1, 0]))) == np.inf
+
+
+# --- 2. NaN scores --------------------------------------------------------------------------
+
+
+@F32_F64
+def test_auc_of_a_nan_score_is_nan(dt):
+    y = jnp.array([1, 0, 1, 0])
+    f = jnp.array([jnp.nan, 0.5, 0.0, -1.0], dt)  # 1.0 before
+    assert np.isnan(float(jaxrank.pairwise_auc(f, y)))
+    assert np.isnan(float(jaxrank.pairwise_loss(f, y)))
+    assert np.isnan(np.asarray(jax.grad(jaxrank.pairwise_loss)(f, y))).all()
+    # a masked NaN enters nothing; another ranking is not touched
+    keep = jnp.array([False, True, True, True])
+    assert float(jaxrank.pairwise_auc(f, y, where=keep)) == 0.5
+    two = jnp.stack([f, jnp.array([2.0, 0.5, 0.0, -1.0], dt)])
+    np.testing.assert_array_equal(np.isnan(jaxrank.pairwise_auc(two, y)), [True, False])
+
+
+# --- 3. segment ids -------------------------------------------------------------------------
+
+
+@F32_F64
+def test_segment_ids_are_checked_and_kept_exactly(dt):
+    f = jnp.array([2.0, 0.5, 0.0, -1.0], dt)
+    y = jnp.array([1, 0, 1, 0])
+    # the largest int32 id is its own segment (it ran into "id + 1" before: 0.0 and -inf)
+    top = np.full(4, 2**31 - 1)
+    assert float(jaxrank.pairwise_loss(f, y, segments=top)) == 0.25
+    assert float(jaxrank.pairwise_auc(f, y, segments=top)) == 0.75
+    # x64 (on in the tests): 2**32 and 0 are different segments (they merged through int32)
+    apart = np.array([0, 0, 2**32, 2**32])
+    assert float(jaxrank.pairwise_auc(f, y, segments=apart)) == 1.0  # pairs (2, .5), (0, -1)
+    assert float(jaxrank.pairwise_loss(f, y, segments=apart)) == 0.0  # merged: 0.75 and 0.25
+    with pytest.raises(ValueError, match="ids >= 0"):
+        jaxrank.pairwise_loss(f, y, segments=np.array([-1, -1, 0, 0]))
+    with pytest.raises(TypeError, match="integer ids"):
+        jaxrank.pairwise_auc(f, y, segments=np.array([0.0, 0.5, 1.0, 1.0]))
+
+
+# --- 4. half precision ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("half", [jnp.float16, jnp.bfloat16])
+def test_half_precision_scores_sum_in_float32(half):
+    s, pos = _rare(5000, 2, np.float32, rho=0.3)  # NaN in float16, 0.4 % off in bfloat16 before
+    f = jnp.asarray(s).astype(half)
+    v, pairs, og = pair_matrix(np.asarray(f.astype(jnp.float32)), pos)
+    got, g = jax.value_and_grad(jaxrank.pairwise_loss)(f, pos)
+    assert got.dtype == half and g.dtype == half
+    assert float(got) == pytest.approx(v / pairs, rel=4e-3)
+    np.testing.assert_allclose(
+        np.asarray(g, np.float64), og / pairs, atol=2e-2 * np.abs(og).max() / pairs
+    )
+    a = pair_matrix(np.asarray(f.astype(jnp.float32)), pos, loss="hinge")  # any value: AUC below
+    assert a[1] == pairs
+    auc = jaxrank.pairwise_auc(f, pos)
+    assert float(auc) == pytest.approx(
+        float(jaxrank.metrics.auc(pos, np.asarray(f, np.float32))), abs=4e-3
+    )
+
+
+# --- 6. weights and ε -----------------------------------------------------------------------
+
+
+@F32_F64
+def test_weights_and_eps_invalid_inputs(dt):
+    f = jnp.array([2.0, 0.5, 0.0, -1.0], dt)
+    y = jnp.array([1, 0, 1, 0])
+    keep = jnp.array([True, True, False, True])
+    w = jnp.array([1.0, 1.0, jnp.nan, 1.0], dt)
+    # a NaN weight on a masked entry is never read (it leaked into the result before)
+    assert float(jaxrank.pairwise_loss(f, y, where=keep, weights=w)) == 0.0
+    assert float(jaxrank.pairwise_auc(f, y, where=keep, weights=w)) == 1.0
+    # a negative weight is refused (0.0 before); traced, its ranking is NaN
+    neg = jnp.array([1.0, -1.0, 1.0, 1.0], dt)
+    with pytest.raises(ValueError, match="weights must be >= 0"):
+        jaxrank.pairwise_loss(f, y, weights=neg)
+    assert np.isnan(float(jax.jit(lambda w: jaxrank.pairwise_loss(f, y, weights=w))(neg)))
+    # a traced ε <= 0 gives NaN, value and gradient (ε = -1 gave 1.14 before)
+    loss = jax.jit(jax.value_and_grad(lambda x, e: jaxrank.pairwise_loss(x, y, eps=e)))
+    for e in (-1.0, 0.0, float("nan")):
+        v, g = loss(f, jnp.asarray(e, dt))
+        assert np.isnan(float(v)) and np.isnan(np.asarray(g)).all()
+    v, g = loss(f, jnp.asarray(0.5, dt))
+    assert float(v) == 0.25
+    # ε per ranking: vmap (an array ε outside vmap said "Only scalar arrays can be converted")
+    with pytest.raises(ValueError, match="eps must be a scalar"):
+        jaxrank.pairwise_loss(f, y, eps=jnp.array([0.5, 0.25]))
+    per = jax.vmap(lambda e: jaxrank.pairwise_loss(f, y, eps=e))(jnp.array([0.5, 0.25], dt))
+    assert per.shape == (2,)
+
+
+# --- 10. shapes -----------------------------------------------------------------------------
+
+
+def test_no_ranking_at_all():
+    # a leading axis of length 0: no ranking, an empty result ("zero-size array" before)
+    assert jaxrank.pairwise_loss(jnp.zeros((0, 4)), jnp.zeros((0, 4))).shape == (0,)
+    assert jaxrank.pairwise_loss(jnp.zeros((0, 4)), jnp.zeros((0, 4)), reduce="none").shape == (
+        0,
+        4,
+    )
+    assert jaxrank.pairwise_auc(jnp.zeros((0, 4)), jnp.zeros((0, 4))).shape == (0,)
