@@ -41,7 +41,9 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import threading
+import time
 from typing import Any
 
 import jax
@@ -55,11 +57,16 @@ from jaxrank.model import RankModel
 
 __all__ = [
     "AXIS",
+    "DEFAULT_FAULT_TIMEOUT",
     "ENV_NUM_PROCESSES",
     "ENV_PROCESS_ID",
+    "FAULT_EXIT_STATUS",
+    "FAULT_TIMEOUT_ENV",
     "InputMismatchError",
     "ProcessLostError",
     "agree",
+    "announcing_failure",
+    "fault_timeout",
     "fingerprint",
     "fit",
     "gather_json",
@@ -82,6 +89,19 @@ ENV_PROCESS_ID = "JAXRANK_PROCESS_ID"
 #: Bytes of each process's summary exchanged before a fit (JSON, zero-padded).
 _SUMMARY_BYTES = 4096
 
+#: Environment variable: the fault bound in seconds (:func:`fault_timeout`).
+FAULT_TIMEOUT_ENV = "JAXRANK_FAULT_TIMEOUT"
+#: The fault bound when neither the argument nor the environment gives one: a lost, stopped or
+#: failed process ends every other one within about this many seconds.
+DEFAULT_FAULT_TIMEOUT = 10
+#: Exit status of a process the watchdog ends (a peer failed, or the coordinator is gone): it is
+#: blocked inside a collective that cannot be interrupted from Python (EX_SOFTWARE).
+FAULT_EXIT_STATUS = 70
+#: Test hook (issue 43): ``<stage>:<process>`` makes that process raise at that stage of a fit
+#: (``solve``: after the block is built, while the others wait in the solver's collectives).
+TEST_FAULT_ENV = "JAXRANK_TEST_FAULT"
+_FAILED_DIR = "jaxrank/failed/"
+
 
 class InputMismatchError(ValueError):
     """The processes of a multi-process fit were given inputs that do not fit together.
@@ -93,6 +113,10 @@ class InputMismatchError(ValueError):
       >>> issubclass(jaxrank.distributed.InputMismatchError, ValueError)
       True
     """
+
+
+class InjectedFault(RuntimeError):
+    """The failure :data:`TEST_FAULT_ENV` asks for (tests of the fault handling only)."""
 
 
 class ProcessLostError(RuntimeError):
@@ -110,7 +134,7 @@ def initialize(
     num_processes: int | None = None,
     process_id: int | None = None,
     *,
-    heartbeat_timeout_seconds: int = 10,
+    heartbeat_timeout_seconds: int | None = None,
     shutdown_timeout_seconds: int = 300,
     initialization_timeout: int = 120,
     **kwargs: Any,
@@ -125,8 +149,10 @@ def initialize(
     Args:
       coordinator_address: ``host:port`` of process 0's coordination service.
       num_processes, process_id: this job's size and this process's rank.
-      heartbeat_timeout_seconds: how long a silent process counts as alive (JAX's default is
-        100 s; a lost process is named within about this time).
+      heartbeat_timeout_seconds: the fault bound: how long a silent process (dead, stopped,
+        or a coordinator that no longer answers) counts as alive; every other process gives up
+        within about this time. Default ``$JAXRANK_FAULT_TIMEOUT``, else
+        :data:`DEFAULT_FAULT_TIMEOUT` (JAX's own default is 100 s).
       shutdown_timeout_seconds, initialization_timeout: as in ``jax.distributed.initialize``.
       **kwargs: passed on (``local_device_ids``, ``cluster_detection_method``, ...).
 
@@ -147,15 +173,38 @@ def initialize(
         process_id = int(env[ENV_PROCESS_ID])
     # CPU devices exchange data only through a collectives library; gloo ships with jaxlib
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    timeout = fault_timeout() if heartbeat_timeout_seconds is None else heartbeat_timeout_seconds
     jax.distributed.initialize(
         coordinator_address,
         num_processes,
         process_id,
-        heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+        heartbeat_timeout_seconds=int(timeout),
         shutdown_timeout_seconds=shutdown_timeout_seconds,
         initialization_timeout=initialization_timeout,
         **kwargs,
     )
+    if jax.process_count() > 1:
+        _start_watchdog(float(timeout))
+
+
+def fault_timeout() -> int:
+    """The fault bound in seconds: ``$JAXRANK_FAULT_TIMEOUT`` (a positive integer), else
+    :data:`DEFAULT_FAULT_TIMEOUT`.
+
+    Example:
+      >>> fault_timeout() > 0
+      True
+    """
+    raw = os.environ.get(FAULT_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_FAULT_TIMEOUT
+    try:
+        value = int(float(raw))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{FAULT_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}.")
+    return value
 
 
 def mesh() -> jax.sharding.Mesh:
@@ -446,6 +495,7 @@ class _Rows:
             K = _kernels.sharded_block(
                 kernel, Xo, Bp, self.mesh, AXIS, multiple=block, n_basis=len(idx)
             )
+        inject_fault("solve")
         return K, Bn
 
 
@@ -674,7 +724,7 @@ def fit(
     _agree(summaries)
     X, labels, lams, scalar, fit_opts = checked
     pos = _positive_mask(labels, summaries)
-    with _naming_lost_processes(), _trimming_after_compiles():
+    with announcing_failure(), _naming_lost_processes(), _trimming_after_compiles():
         return _fit_checked(X, pos, lams, scalar, fit_opts, basis=basis, kernel=kernel, key=key,
                             n_basis=n_basis, init=init)  # fmt: skip
 
@@ -714,6 +764,128 @@ class _naming_lost_processes:
             f"{who} of {jax.process_count()} was lost during a multi-process fit "
             f"(runtime error: {str(err).splitlines()[0][:300]}); no model was returned."
         ) from err
+
+
+def inject_fault(stage: str) -> None:
+    """Raise :class:`InjectedFault` on the process :data:`TEST_FAULT_ENV` names for ``stage``."""
+    spec = os.environ.get(TEST_FAULT_ENV, "")
+    if spec and spec == f"{stage}:{jax.process_index()}":
+        raise InjectedFault(f"injected fault ({TEST_FAULT_ENV}={spec}) on process "
+                            f"{jax.process_index()} during the {stage}")  # fmt: skip
+
+
+def _client():
+    from jax._src import distributed as _jd  # the runtime's client: no public handle
+
+    return _jd.global_state.client
+
+
+class announcing_failure:
+    """Tell the other processes, through the coordination service's key-value store, that this
+    one failed (the exception's type and message); their watchdogs end them with that message.
+
+    Without it, a process that raises where the others wait in a collective (inside the solve,
+    or in a summary exchange it never reaches) leaves them waiting: its heartbeats go on, so the
+    runtime sees nothing wrong. Refusals raised on every process alike
+    (:class:`InputMismatchError`) and a lost peer (:class:`ProcessLostError`, a runtime error:
+    the runtime names it) are not announced.
+    """
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if err is None or jax.process_count() < 2:
+            return False
+        if isinstance(err, (InputMismatchError, ProcessLostError, jax.errors.JaxRuntimeError)):
+            return False
+        client = _client()
+        if client is None:
+            return False
+        me, why = jax.process_index(), f"{type(err).__name__}: {err}"[:2000]
+        # said first: this process may be ended by the runtime before its traceback is printed
+        # (when the others leave, process 0 takes the coordination service with it)
+        sys.stderr.write(f"jaxrank.distributed: process {me} of {jax.process_count()} failed "
+                         f"during a multi-process fit: {why}; ending the others.\n")  # fmt: skip
+        sys.stderr.flush()
+        try:
+            client.key_value_set(f"{_FAILED_DIR}{me}", why)
+        except Exception:  # the service is gone too: the runtime ends the others
+            return False
+        # the others poll every _POLL_SECONDS: let them read the reason before this process
+        # exits (process 0 takes the coordination service with it)
+        time.sleep(3 * _POLL_SECONDS)
+        return False
+
+
+_POLL_SECONDS = 0.5
+_watchdog: dict[str, Any] = {"thread": None}
+
+
+def _start_watchdog(bound: float) -> None:
+    """One daemon thread per process: ends this process, naming the fault, when another process
+    announced a failure (:class:`announcing_failure`) or the coordination service stops
+    answering for ``bound`` seconds (process 0 killed or stopped)."""
+    if _watchdog["thread"] is not None:
+        return
+    t = threading.Thread(target=_watch, args=(bound,), name="jaxrank-fault-watchdog", daemon=True)
+    _watchdog["thread"] = t
+    t.start()
+
+
+def _watch(bound: float) -> None:
+    me, silent_since = jax.process_index(), None
+    # the runtime ends a process whose heartbeat RPC to a silent coordinator timed out after
+    # about half the bound, with a message that names no process: ask sooner, to name it first
+    silence = max(2.0, bound / 3)
+    while True:
+        time.sleep(_POLL_SECONDS)
+        client = _client()
+        if client is None:  # jax.distributed.shutdown(): the job is over
+            return
+        failed, ok = _ask(lambda c=client: c.key_value_dir_get(_FAILED_DIR), silence / 2)
+        if not ok:
+            silent_since = silent_since or time.monotonic()
+            if time.monotonic() - silent_since >= silence:
+                _end(f"the coordinator (process 0 of {jax.process_count()}, which runs the "
+                     f"coordination service) has not answered for {silence:.0f} s: killed, "
+                     "stopped or unreachable")  # fmt: skip
+            continue
+        silent_since = None
+        for key, why in failed or []:
+            who = int(key.rsplit("/", 1)[-1])
+            if who != me:
+                _end(f"process {who} of {jax.process_count()} failed: {why}")
+
+
+def _ask(call, timeout: float):
+    """``(result, True)`` of ``call()`` in a helper thread, ``(None, False)`` if it raised or did
+    not return within ``timeout`` seconds (an RPC to a stopped coordinator blocks)."""
+    out: list = []
+
+    def run():
+        try:
+            out.append(call())
+        except Exception:
+            pass
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    return (out[0], True) if out else (None, False)
+
+
+def _end(why: str) -> None:
+    # this process is blocked in a collective (or will be at its next one) that no Python
+    # exception can leave: report and exit, as the runtime does when it sees a dead task
+    sys.stderr.write(
+        f"jaxrank.distributed: stopping process {jax.process_index()} of "
+        f"{jax.process_count()} (exit status {FAULT_EXIT_STATUS}): {why}. No model was "
+        "written by this process.\n"
+    )
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(FAULT_EXIT_STATUS)
 
 
 def _lost_processes(timeout: float = 45.0) -> list[int]:

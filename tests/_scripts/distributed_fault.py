@@ -1,7 +1,10 @@
 """Run by tests/test_distributed.py under ``python -m jaxrank.launch -n P``.
 
 ``kill OUT``: prints ``fit started`` and runs a long fit (the test kills one process then);
-process 0 would write ``OUT/model.npz`` after the fit. ``mismatch WHAT,...``: for each WHAT the
+process 0 would write ``OUT/model.npz`` after the fit. ``loop OUT``: the same with short fits
+on 600 rows, back to back (the fault tests of issue 43: a process stopped, killed, or raising
+inside the solve through ``JAXRANK_TEST_FAULT``); a persistent compilation cache in
+``$JAXRANK_TEST_CACHE`` when set. ``mismatch WHAT,...``: for each WHAT the
 last process passes a different λ grid / feature count / dtype / kernel / bad labels; every
 process prints ``refused WHAT: <error>`` (or ``accepted WHAT``).
 """
@@ -9,6 +12,7 @@ process prints ``refused WHAT: <error>`` (or ``accepted WHAT``).
 import os
 import sys
 import time
+import warnings
 
 import jax
 
@@ -20,6 +24,8 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 import jaxrank  # noqa: E402
+
+warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)  # the loops stop early on purpose
 
 mode, arg = sys.argv[1], sys.argv[2]
 P, me = jax.process_count(), jax.process_index()
@@ -33,6 +39,20 @@ if mode == "kill":
     # fits back to back until the test kills a process: every survivor is inside a fit then
     for _ in range(1000):
         model = dist.fit(X[mine], y[mine], lams, tol=1e-12, max_iter=500)
+    if me == 0:
+        model.save(os.path.join(arg, "model.npz"))
+    sys.exit(0)
+
+if mode == "loop":
+    if os.environ.get("JAXRANK_TEST_CACHE"):
+        jaxrank.set_compilation_cache(os.environ["JAXRANK_TEST_CACHE"])
+    X, y = jaxrank.datasets.make_rare_class(600, 0.1, 0.75, seed=1)
+    mine = slice(me * 600 // P, (me + 1) * 600 // P)
+    lams = [1.0, 1e-2]
+    dist.fit(X[mine], y[mine], lams, max_iter=1)  # compiles (or loads) the programs
+    print(f"fit started {time.time():.3f}", file=sys.stderr, flush=True)
+    for _ in range(100_000):  # until the test's fault ends the job
+        model = dist.fit(X[mine], y[mine], lams, tol=1e-12, max_iter=50)
     if me == 0:
         model.save(os.path.join(arg, "model.npz"))
     sys.exit(0)
