@@ -58,10 +58,13 @@ from jaxrank.model import RankModel
 __all__ = [
     "AXIS",
     "DEFAULT_FAULT_TIMEOUT",
+    "DEFAULT_INIT_TIMEOUT",
     "ENV_NUM_PROCESSES",
     "ENV_PROCESS_ID",
     "FAULT_EXIT_STATUS",
     "FAULT_TIMEOUT_ENV",
+    "INIT_TIMEOUT_ENV",
+    "CoordinatorError",
     "InputMismatchError",
     "ProcessLostError",
     "agree",
@@ -94,6 +97,9 @@ FAULT_TIMEOUT_ENV = "JAXRANK_FAULT_TIMEOUT"
 #: The fault bound when neither the argument nor the environment gives one: a lost, stopped or
 #: failed process ends every other one within about this many seconds.
 DEFAULT_FAULT_TIMEOUT = 10
+#: Environment variable: how long a process waits to join the job, in seconds.
+INIT_TIMEOUT_ENV = "JAXRANK_INIT_TIMEOUT"
+DEFAULT_INIT_TIMEOUT = 120
 #: Exit status of a process the watchdog ends (a peer failed, or the coordinator is gone): it is
 #: blocked inside a collective that cannot be interrupted from Python (EX_SOFTWARE).
 FAULT_EXIT_STATUS = 70
@@ -111,6 +117,17 @@ class InputMismatchError(ValueError):
     Example:
       >>> import jaxrank
       >>> issubclass(jaxrank.distributed.InputMismatchError, ValueError)
+      True
+    """
+
+
+class CoordinatorError(RuntimeError):
+    """The job could not start: process 0's port is taken, or a process could not join it in
+    time (the message names the process, the address and the wait).
+
+    Example:
+      >>> import jaxrank
+      >>> issubclass(jaxrank.distributed.CoordinatorError, RuntimeError)
       True
     """
 
@@ -136,7 +153,7 @@ def initialize(
     *,
     heartbeat_timeout_seconds: int | None = None,
     shutdown_timeout_seconds: int = 300,
-    initialization_timeout: int = 120,
+    initialization_timeout: int | None = None,
     **kwargs: Any,
 ) -> None:
     """``jax.distributed.initialize`` with CPU collectives over gloo and short fault timeouts.
@@ -153,7 +170,9 @@ def initialize(
         or a coordinator that no longer answers) counts as alive; every other process gives up
         within about this time. Default ``$JAXRANK_FAULT_TIMEOUT``, else
         :data:`DEFAULT_FAULT_TIMEOUT` (JAX's own default is 100 s).
-      shutdown_timeout_seconds, initialization_timeout: as in ``jax.distributed.initialize``.
+      shutdown_timeout_seconds: as in ``jax.distributed.initialize``.
+      initialization_timeout: how long a process waits to join the job (seconds; default
+        ``$JAXRANK_INIT_TIMEOUT``, else :data:`DEFAULT_INIT_TIMEOUT`).
       **kwargs: passed on (``local_device_ids``, ``cluster_detection_method``, ...).
 
     Example (the environment ``python -m jaxrank.launch`` sets for each process; in a script,
@@ -174,17 +193,58 @@ def initialize(
     # CPU devices exchange data only through a collectives library; gloo ships with jaxlib
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     timeout = fault_timeout() if heartbeat_timeout_seconds is None else heartbeat_timeout_seconds
-    jax.distributed.initialize(
-        coordinator_address,
-        num_processes,
-        process_id,
-        heartbeat_timeout_seconds=int(timeout),
-        shutdown_timeout_seconds=shutdown_timeout_seconds,
-        initialization_timeout=initialization_timeout,
-        **kwargs,
-    )
+    join = initialization_timeout or _seconds(INIT_TIMEOUT_ENV, DEFAULT_INIT_TIMEOUT)
+    address = coordinator_address or env.get("JAX_COORDINATOR_ADDRESS")
+    if process_id == 0 and address and "coordinator_bind_address" not in kwargs:
+        _check_coordinator_port(address)
+    joining = _join_text(process_id, address, join)
+    # the runtime aborts a process that cannot register in time, naming no address: say it
+    # first, from a timer that only a finished join cancels
+    timer = threading.Timer(max(1.0, join - 1.0), _end_process, args=(joining,))
+    timer.daemon = True
+    timer.start()
+    try:
+        jax.distributed.initialize(
+            coordinator_address,
+            num_processes,
+            process_id,
+            heartbeat_timeout_seconds=int(timeout),
+            shutdown_timeout_seconds=shutdown_timeout_seconds,
+            initialization_timeout=int(join),
+            **kwargs,
+        )
+    except (jax.errors.JaxRuntimeError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        raise CoordinatorError(f"{joining} ({first})") from err
+    finally:
+        timer.cancel()
     if jax.process_count() > 1:
         _start_watchdog(float(timeout))
+
+
+def _join_text(process_id, address, join) -> str:
+    return (f"process {process_id} could not join the job at {address} within {join} s: is "
+            "process 0 running, and is that port its own? "
+            f"({INIT_TIMEOUT_ENV} sets the wait)")  # fmt: skip
+
+
+def _check_coordinator_port(address: str) -> None:
+    """Refuse, on process 0, a coordinator port already taken on this host: JAX's service then
+    fails with a bare gRPC message and the process crashes (measured: a segmentation fault),
+    while the others wait their whole initialisation timeout."""
+    from jaxrank.launch import port_in_use
+
+    try:
+        port = int(address.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return  # JAX reports a malformed address itself
+    why = port_in_use(port)
+    if why is not None:
+        raise CoordinatorError(
+            f"process 0 cannot start the coordination service: port {port} of "
+            f"{address} is already in use ({why}); choose another port "
+            "(python -m jaxrank.launch picks a free one unless --port is given)."
+        )
 
 
 def fault_timeout() -> int:
@@ -195,15 +255,19 @@ def fault_timeout() -> int:
       >>> fault_timeout() > 0
       True
     """
-    raw = os.environ.get(FAULT_TIMEOUT_ENV, "").strip()
+    return _seconds(FAULT_TIMEOUT_ENV, DEFAULT_FAULT_TIMEOUT)
+
+
+def _seconds(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_FAULT_TIMEOUT
+        return default
     try:
         value = int(float(raw))
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"{FAULT_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}.")
+        raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}.")
     return value
 
 
@@ -878,11 +942,14 @@ def _ask(call, timeout: float):
 def _end(why: str) -> None:
     # this process is blocked in a collective (or will be at its next one) that no Python
     # exception can leave: report and exit, as the runtime does when it sees a dead task
-    sys.stderr.write(
-        f"jaxrank.distributed: stopping process {jax.process_index()} of "
-        f"{jax.process_count()} (exit status {FAULT_EXIT_STATUS}): {why}. No model was "
-        "written by this process.\n"
+    _end_process(
+        f"stopping process {jax.process_index()} of {jax.process_count()} (exit status "
+        f"{FAULT_EXIT_STATUS}): {why}. No model was written by this process"
     )
+
+
+def _end_process(text: str) -> None:
+    sys.stderr.write(f"jaxrank.distributed: {text}.\n")
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(FAULT_EXIT_STATUS)

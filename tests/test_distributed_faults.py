@@ -19,6 +19,7 @@ killed coordinator ends the other in 0.8 s.
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -166,3 +167,50 @@ def test_killed_coordinator_ends_the_others(tmp_path, cache, n):
         _cleanup(procs)
     _check_survivors(procs, tmp_path, ends, range(1, n), COORDINATOR.format(n=n))
     print({p: round(t, 1) for p, t in ends.items()})
+
+
+def _squat() -> tuple[socket.socket, int]:
+    """A listening socket on every address of a free port (what JAX's service would bind)."""
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::", 0))
+    except OSError:  # no IPv6 here
+        s = socket.socket(socket.AF_INET)
+        s.bind(("0.0.0.0", 0))
+    s.listen()
+    return s, s.getsockname()[1]
+
+
+def test_coordinator_port_in_use(tmp_path, cache):
+    """Before: process 0 crashed (segmentation fault) after gRPC's 'Failed to add port to
+    server', and the others waited their whole initialisation timeout (120 s), then aborted
+    with 'DEADLINE_EXCEEDED ... RegisterTask'."""
+    squatter, port = _squat()
+    join = 8
+    try:
+        started = time.monotonic()
+        procs = []
+        for p in range(2):
+            env = dict(_env(2, p, port, cache), JAXRANK_INIT_TIMEOUT=str(join))
+            procs.append(subprocess.Popen(
+                [sys.executable, str(SCRIPT), "loop", str(tmp_path)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+            ))  # fmt: skip
+        errs = [pr.communicate(timeout=300)[1] for pr in procs]
+        elapsed = time.monotonic() - started
+        launched = subprocess.run(
+            [sys.executable, "-m", "jaxrank.launch", "-n", "2", "--port", str(port),
+             str(SCRIPT), "loop", str(tmp_path)],
+            capture_output=True, text=True, env=_env(2, 0, port, cache), timeout=300, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        squatter.close()
+    assert procs[0].returncode != 0
+    assert re.search(rf"CoordinatorError: process 0 cannot start .* port {port} .* already in use",
+                     errs[0]), errs[0][-2000:]  # fmt: skip
+    assert procs[1].returncode != 0
+    assert f"process 1 could not join the job at 127.0.0.1:{port} within {join} s" in errs[1]
+    assert elapsed < join + 60, elapsed  # both start (import jax) and give up
+    assert launched.returncode == 2
+    assert f"port {port} is already in use" in launched.stderr
+    assert not (tmp_path / "model.npz").exists()
