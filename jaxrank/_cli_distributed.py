@@ -73,6 +73,47 @@ def _moments_standardizer(X: np.ndarray):
     return mu, np.where(const, 1.0, scale)
 
 
+def _read_shard(args, P: int, me: int, check_output_path, io_data):
+    """``(files, fmt, tables, d)``: this process's shard, read and checked against every other
+    process's (issue 43). A collective: every process reaches one exchange of ``{error, d, n}``
+    whatever its reading raised (a shard unreadable, empty, or of another width; process 0's
+    output path), and every process refuses, naming the process and its files, before any other
+    collective: a process that raised alone left the others waiting in their first exchange."""
+    from jaxrank.distributed import InputMismatchError, gather_json
+
+    files: list[str] = []
+    fmt, tables, error, d = None, [], None, 0
+    try:
+        if me == 0:
+            check_output_path(args.output)
+        files = shard_files(args.data, P, me)
+        fmt = args.format or io_data.detect_format(files[0])
+        tables = [io_data.read_table(f, fmt=fmt, target=args.target, delimiter=args.delimiter)
+                  for f in files]  # fmt: skip
+        d = max(t.X.shape[1] for t in tables)
+        if fmt != "libsvm" and any(t.X.shape[1] != d for t in tables):
+            raise ValueError(f"its files {files} have different numbers of feature columns.")
+        if sum(t.X.shape[0] for t in tables) == 0:
+            raise ValueError(f"its files {files} hold no rows.")
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+    summaries = gather_json({"error": error, "d": int(d), "files": [os.path.basename(f)
+                                                                  for f in files]})  # fmt: skip
+    for p, s in enumerate(summaries):
+        if s["error"]:
+            raise InputMismatchError(f"process {p} cannot use its shard {s['files']}: "
+                                     f"{s['error']}")  # fmt: skip
+    if fmt == "libsvm":  # sparse rows: a shard without the last features has fewer columns
+        return files, fmt, tables, max(s["d"] for s in summaries)
+    for p, s in enumerate(summaries):
+        if s["d"] != summaries[0]["d"]:
+            raise InputMismatchError(
+                f"process {p}'s shard {s['files']} has {s['d']} feature columns, process 0's "
+                f"{summaries[0]['files']} has {summaries[0]['d']}: every shard needs the same."
+            )
+    return files, fmt, tables, d
+
+
 def cmd_fit_distributed(args) -> int:
     import jax
 
@@ -97,17 +138,7 @@ def cmd_fit_distributed(args) -> int:
         raise ValueError("across processes give one λ (--lam) or choose it with --cv K.")
     else:
         grid = np.array(args.lam_grid or 2.0 ** np.array(PAPER_LOG2_GRID), dtype=np.float64)
-    if me == 0:
-        check_output_path(args.output)
-    files = shard_files(args.data, P, me)
-    fmt = args.format or _io_data.detect_format(files[0])
-    tables = [_io_data.read_table(f, fmt=fmt, target=args.target, delimiter=args.delimiter)
-              for f in files]  # fmt: skip
-    d = max(t.X.shape[1] for t in tables)
-    if fmt == "libsvm":  # sparse rows: a shard without the last features has fewer columns
-        d = max(s["d"] for s in dist.gather_json({"d": int(d)}))
-    elif any(t.X.shape[1] != d for t in tables):
-        raise ValueError(f"the shards {files} have different numbers of feature columns.")
+    files, fmt, tables, d = _read_shard(args, P, me, check_output_path, _io_data)
     X = np.concatenate([np.pad(t.X, ((0, 0), (0, d - t.X.shape[1]))) for t in tables])
     keys = label_keys(np.concatenate([np.asarray(t.y) for t in tables]))
     classes = sorted({c for s in dist.gather_json({"c": np.unique(keys).tolist()}) for c in s["c"]})

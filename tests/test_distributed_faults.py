@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,4 +214,58 @@ def test_coordinator_port_in_use(tmp_path, cache):
     assert elapsed < join + 60, elapsed  # both start (import jax) and give up
     assert launched.returncode == 2
     assert f"port {port} is already in use" in launched.stderr
+    assert not (tmp_path / "model.npz").exists()
+
+
+def _write_csv(path: Path, X, y, rows, extra_column: bool = False) -> None:
+    cols = X.shape[1] + int(extra_column)
+    head = ",".join([f"f{i}" for i in range(cols)] + ["y"])
+    lines = [",".join([*map(repr, map(float, X[r])), *(["0.5"] if extra_column else []),
+                       str(int(y[r]))]) for r in rows]  # fmt: skip
+    path.write_text("\n".join([head, *lines]) + "\n")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["unreadable", pytest.param("empty", marks=pytest.mark.slow),
+     pytest.param("width", marks=pytest.mark.slow)],
+)  # fmt: skip
+def test_bad_shard_is_refused_on_every_process(tmp_path, cache, bad):
+    """Process 1's shard is unreadable, empty or of another width; process 0 has started (it is
+    waiting in the first exchange). Before: the process with the bad shard raised alone and the
+    other waited in its collective (or, for another width, met an exchange of another shape)."""
+    import jaxrank
+
+    X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=4)
+    _write_csv(tmp_path / "part-0.csv", X, y, range(100))
+    shard = tmp_path / "part-1.csv"
+    if bad == "unreadable":
+        shard.write_bytes(np.random.default_rng(0).bytes(4000))
+    elif bad == "empty":
+        shard.write_text("")
+    else:
+        _write_csv(shard, X, y, range(100, 200), extra_column=True)
+    env = dict(_env(2, 0, 0, cache), JAXRANK_INIT_TIMEOUT="60")
+    for k in ("JAX_COORDINATOR_ADDRESS", "JAXRANK_NUM_PROCESSES", "JAXRANK_PROCESS_ID"):
+        env.pop(k)  # the launcher's to set
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrank.launch", "-n", "2", "--grace", "30", "-m", "jaxrank",
+         "fit", str(tmp_path / "part-*.csv"), "--target", "y", "--lam", "0.01", "-q", "-o",
+         str(tmp_path / "model.npz")],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert proc.returncode != 0
+    named = (r"process 1's shard \['part-1.csv'\] has 6 feature columns" if bad == "width"
+             else r"process 1 cannot use its shard \['part-1.csv'\]")  # fmt: skip
+    for p in (0, 1):  # every process refuses, naming process 1 and its file
+        assert re.search(rf"\[{p}\] jaxrank: error: {named}", proc.stderr), proc.stderr[-3000:]
+    assert re.search(
+        rf"jaxrank.launch: the job failed; process \d of 2 ended first \(exit "
+        rf"status 2\): jaxrank: error: {named}",
+        proc.stderr,
+    ), proc.stderr[-3000:]
+    assert "killed by the launcher" not in proc.stderr  # both stopped on their own
+    assert elapsed < 120, elapsed
     assert not (tmp_path / "model.npz").exists()
