@@ -853,6 +853,14 @@ class announcing_failure:
     runtime sees nothing wrong. Refusals raised on every process alike
     (:class:`InputMismatchError`) and a lost peer (:class:`ProcessLostError`, a runtime error:
     the runtime names it) are not announced.
+
+    Example (one process: nothing to tell, the error goes on as it is):
+      >>> try:
+      ...     with announcing_failure():
+      ...         1 / 0
+      ... except ZeroDivisionError:
+      ...     print("raised as it was")
+      raised as it was
     """
 
     def __enter__(self):
