@@ -26,11 +26,16 @@ collectives (``process_allgather`` of small summaries):
 Results equal the one-process fit on the rows of every process concatenated in process order
 (tests: ``tests/test_distributed.py``, 2 and 4 local processes, 1e-10 in float64).
 
-Faults: :func:`initialize` sets the runtime's heartbeat timeout (default 10 s). A process that
-dies makes the collectives of the others fail; they stop with :class:`ProcessLostError` naming
-the lost process (``get_live_nodes`` of the coordination service), or, if the runtime notices
-first, the runtime ends them with its own message naming the task. Nothing is written: the
-command line writes its model file after the fit returns, from process 0 only.
+Faults (issue 43, ``docs/multiprocess.md``): :func:`initialize` sets the runtime's heartbeat
+timeout to the fault bound (``$JAXRANK_FAULT_TIMEOUT``, default 10 s) and starts a watchdog
+thread. A process that dies makes the collectives of the others fail; they stop with
+:class:`ProcessLostError` naming the lost process (``get_live_nodes`` of the coordination
+service), or, if the runtime notices first, the runtime ends them with its own message naming
+the task. A process that raises inside a fit tells the others through the coordination
+service (:class:`announcing_failure`), and a coordinator that stops answering is named by the
+watchdog: either way every other process prints the fault and exits with
+:data:`FAULT_EXIT_STATUS`. Nothing is written: the command line writes its model file after the
+fit returns, from process 0 only.
 """
 
 from __future__ import annotations
