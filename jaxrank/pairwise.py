@@ -576,7 +576,7 @@ def exact_value_and_grad_b(fp, fn, loss, counts, *, wp=None, wn=None, seg=None,
         D1b, du = to_top(b, active)
         D2b = _take0(E2, b - 1, active)
         t1 = jnp.where(active, 1 + du, zero)
-        quad = q * (nqn * t1 * t1 + 2 * t1 * D1b + D2b)
+        quad = q * (nqn * t1 * t1 + 2 * _times(t1, D1b) + D2b)
         grad_neg = grad_neg + 2 * q * (nqn * t1 + D1b)
         # per positive k: Σ_{j∈Q(k)} w_j (1 + u_j − s_k) = Σ_{j: top_j ≥ k} w_j t1_j
         #   + Σ_{t > k} gap_t nq_t (the distance from s_k up to each window's top)
@@ -607,10 +607,10 @@ def exact_value_and_grad_b(fp, fn, loss, counts, *, wp=None, wn=None, seg=None,
         sq = jnp.where(nq > 0, _in_window(a, b, vals, P), zero)
         grad_pos = grad_pos - 2 * q * (sq - nq * sc)
     terms = jnp.where(vn, lin + quad, zero)
-    if wn is not None:
-        terms, grad_neg = wn * terms, wn * grad_neg
+    if wn is not None:  # an entry of weight 0 adds nothing, even at an infinite score
+        terms, grad_neg = _times(wn, terms), _times(wn, grad_neg)
     grad_neg = jnp.where(vn, grad_neg, zero)
-    grad_pos = jnp.where(vp, grad_pos if wp is None else wp * grad_pos, zero)
+    grad_pos = jnp.where(vp, grad_pos if wp is None else _times(wp, grad_pos), zero)
     win = Windows(order=None, sp=sc, fn=u_c, a=a, b=b, active=active, nl=nl, nq=nq, wp=wp,
                   wn=wn, start=None if seg is None else start)  # fmt: skip
     return terms, grad_pos, grad_neg, win
