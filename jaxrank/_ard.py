@@ -2,16 +2,17 @@
 
 Two stages, both on the training rows only:
 
-1. **Start** (:func:`univariate_scales`): each group of columns (a column, or the one-hot
-   columns of one source variable) is scaled by how well it ranks alone, ``|2·AUC_g − 1|``
-   (floored at :data:`START_FLOOR` of the largest), on top of the binary-aware scales. The
-   estimator searches σ² × λ with this kernel and with the binary-aware isotropic one, and keeps
-   the start only when its cross-validated AUC beats the isotropic pick's on the same folds.
-2. **Tuning** (:func:`tune_scales`): the log-scales and log λ by Adam on the mean smoothed
-   held-out AUC of :func:`jaxrank.tune.heldout_loss` (folds as masks, one compiled program,
-   implicit derivatives), with the log-scales shrunk toward the start (:data:`SHRINK`). One fold
-   of the search's folds is kept out of every gradient member, training and held-out alike: the
-   step is chosen by the exact AUC on it (early stopping on data the gradient never saw).
+1. **Start** (:func:`univariate_scales`): after the isotropic (binary-aware) search has chosen
+   σ², λ and the basis, each group of columns (a column, or the one-hot columns of one source
+   variable) is scaled by how well it ranks alone, ``|2·AUC_g − 1|`` (floored at
+   :data:`START_FLOOR` of the largest), on top of the binary-aware scales.
+2. **Tuning** (:func:`tune_scales`): the log-scales and log λ by Adam from that start, on the
+   mean smoothed held-out AUC of :func:`jaxrank.tune.heldout_loss` (the search's folds as masks,
+   one compiled program, implicit derivatives), the log-scales shrunk toward the isotropic
+   kernel (:data:`SHRINK`). The search's last fold is kept out of every gradient member,
+   training and held-out alike: the isotropic kernel, the start and each step are judged by
+   the exact AUC on it, and the best is kept (early stopping on data the gradient never saw;
+   the isotropic kernel wins ties).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import optax
 
 from jaxrank import _buckets, _random, metrics
 from jaxrank import tune as _tune
+from jaxrank.kernels import sigma2_heuristic
 
 __all__ = ["SHRINK", "START_FLOOR", "STEPS", "check_groups", "tune_scales", "univariate_scales"]
 
@@ -31,12 +33,19 @@ __all__ = ["SHRINK", "START_FLOOR", "STEPS", "check_groups", "tune_scales", "uni
 START_FLOOR = 0.05
 #: κ of the shrinkage ``κ ‖log s − log s₀‖²`` (the smoothed AUC is in [0, 1]).
 SHRINK = 2e-3
+#: The tuner's members hold at most this many rows (a fold's fit and its implicit derivative
+#: cost O(m·|R|) each, and a step holds k of them).
+MAX_ROWS = 1500
 #: Adam's steps at most, its learning rate on the log scale, and the patience of the stop.
-STEPS = 16
+STEPS = 12
 LEARNING_RATE = 0.15
-PATIENCE = 4
+PATIENCE = 3
 #: The smoothing temperature of the held-out AUC, in standard deviations of the scores.
 TAU = 0.25
+#: The implicit solve of each member's derivative (``fit_core(implicit=)``): a step needs a
+#: direction, not 1e-5 of the exact one. Measured on a 3000-row set (Arrests), 5 members: a
+#: value-and-gradient took 16.5 s with the near-exact default (1024 CG steps per member).
+IMPLICIT = (1e-3, 50)
 
 
 @functools.cache
@@ -81,34 +90,44 @@ def univariate_scales(X, pos, groups) -> np.ndarray:
     return np.maximum(w, START_FLOOR * top) / top
 
 
-def tune_scales(X, pos, *, train_rows, held_rows, policy_basis, sigma2, lam, base, groups,
-                start, key, dtype, max_iter: int = 100):  # fmt: skip
-    """Stage 2 of the module notes: ``(log_scales, lam, result)`` from the folds of a search.
+def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, key, dtype,
+                max_iter: int = 100):  # fmt: skip
+    """Stage 2 of the module notes: the tuned per-column scales and λ.
+
+    The members are the search's folds over at most :data:`MAX_ROWS` rows (every rare row up
+    to half of them, majority rows drawn with ``key``): the last fold is the stopping fold,
+    the others give the gradient. Candidates are the isotropic kernel (``base``), the
+    univariate start and each Adam step from it; the one with the best exact AUC on the
+    stopping fold is kept (the isotropic kernel on a tie).
 
     Args:
       X, pos: the training rows and rare-class mask.
-      train_rows, held_rows: the search's folds (lists of row indices, ``k ≥ 3``); the last
-        fold is the stopping fold, the others give the gradient members.
+      held_rows: the search's held-out folds (``k ≥ 3`` index arrays).
+      groups: ``(d,)`` group ids; ``base``: ``(d,)`` fixed column factors (binary-aware).
       policy_basis: ``f(X_rows, pos_rows, key) -> indices`` of a member's basis.
-      sigma2, lam: the search's pick; ``base``: ``(d,)`` fixed column factors; ``groups``,
-        ``start``: group ids and start weights ``(G,)``.
-      key: ``jax.random.key`` (basis draws); ``dtype``: the fits' dtype.
+      sigma2, lam: the isotropic search's pick.
+      key: ``jax.random.key``; ``dtype``: the fits' dtype; ``max_iter``: Newton steps cap.
 
     Returns:
-      ``(scales, lam, result)``: per-column scales ``base · exp(log s)[groups]``, λ, and the
-      :class:`jaxrank.tune.TuneResult`.
+      ``(scales, lam, result, kept)``: per-column scales, λ, the
+      :class:`jaxrank.tune.TuneResult` (step 0: the isotropic kernel, 1: the univariate start)
+      and what was kept (``"isotropic"``, ``"univariate"`` or ``"tuned"``).
     """
     m, d = X.shape
     k = len(held_rows)
-    stop_rows = held_rows[-1]
-    dev = np.setdiff1d(np.arange(m), stop_rows)
+    fold = np.empty(m, np.int64)
+    for f, h in enumerate(held_rows):
+        fold[h] = f
+    rows = _subsample(pos, key)
+    X, pos, fold = X[rows], pos[rows], fold[rows]
+    m = rows.size
+    helds = [np.flatnonzero(fold == f) for f in range(k)]
+    dev = np.flatnonzero(fold != k - 1)
     # members: k − 1 gradient members on the development rows, then the stopping member
-    trains = [np.setdiff1d(dev, held_rows[f]) for f in range(k - 1)] + [dev]
-    helds = [held_rows[f] for f in range(k - 1)] + [stop_rows]
+    trains = [np.flatnonzero((fold != f) & (fold != k - 1)) for f in range(k - 1)] + [dev]
     bases = []
     for f, tr in enumerate(trains):
-        idx = policy_basis(X[tr], pos[tr], _random.fold_in(key, f))
-        bases.append(tr[idx])
+        bases.append(tr[policy_basis(X[tr], pos[tr], _random.fold_in(key, f))])
     nb = _buckets.bucket(max(b.size for b in bases))
     H = _buckets.bucket(max(h.size for h in helds))
     B = np.empty((k, nb, d), dtype)
@@ -121,26 +140,46 @@ def tune_scales(X, pos, *, train_rows, held_rows, policy_basis, sigma2, lam, bas
         held[f, : helds[f].size] = helds[f]
         valid[f, : helds[f].size] = True
         train[f, trains[f]] = True
-    n_pos = max(int(pos[t].sum()) for t in trains)
-    n_neg = max(int((~pos[t]).sum()) for t in trains)
-    sizes = (_buckets.bucket(n_pos), _buckets.bucket(n_neg))
-    log0 = np.log(start)
+    sizes = (
+        _buckets.bucket(max(int(pos[t].sum()) for t in trains)),
+        _buckets.bucket(max(int((~pos[t]).sum()) for t in trains)),
+    )
+    w = univariate_scales(X * base, pos, groups)
+    # the start at the isotropic kernel's heuristic σ² (the search's σ² factor carries over)
+    w *= np.sqrt(sigma2_heuristic(X * base) / sigma2_heuristic(X * base * w[groups]))
     data = _tune.TuneData(
         X=jnp.asarray(X, dtype), pos=jnp.asarray(pos), train=jnp.asarray(train),
         held=jnp.asarray(held), held_valid=jnp.asarray(valid), basis=jnp.asarray(B),
         n_basis=jnp.asarray([b.size for b in bases], jnp.int32),
         groups=jnp.asarray(groups), base=jnp.asarray(base, dtype),
-        weights=jnp.asarray([1.0] * (k - 1) + [0.0], dtype), anchor=jnp.asarray(log0, dtype),
+        weights=jnp.asarray([1.0] * (k - 1) + [0.0], dtype),
+        anchor=jnp.zeros(w.size, dtype),  # shrunk toward the isotropic kernel
         shrink=jnp.asarray(SHRINK, dtype), tau=jnp.asarray(TAU, dtype),
     )  # fmt: skip
-    p0 = _tune.TuneParams(
-        jnp.asarray(log0, dtype), jnp.asarray(np.log(lam), dtype),
+    as_params = lambda log_s: _tune.TuneParams(
+        jnp.asarray(log_s, dtype), jnp.asarray(np.log(lam), dtype),
         jnp.asarray(np.log(sigma2), dtype),
     )  # fmt: skip
     res = _tune.tune(
-        p0, data, sizes=sizes, optimizer=_optimizer(), steps=STEPS,
-        patience=PATIENCE, max_iter=max_iter, tol=1e-4,
+        as_params(np.log(w)), data, sizes=sizes, optimizer=_optimizer(), steps=STEPS,
+        patience=PATIENCE, max_iter=max_iter, tol=1e-4, implicit=IMPLICIT,
+        candidates=[as_params(np.zeros(w.size))],
     )  # fmt: skip
+    kept = ("isotropic", "univariate")[res.best_step] if res.best_step < 2 else "tuned"
     log_s = np.asarray(res.params.log_scales, np.float64)
     scales = np.asarray(base, np.float64) * np.exp(log_s)[groups]
-    return scales, float(np.exp(np.float64(res.params.log_lam))), res
+    return scales, float(np.exp(np.float64(res.params.log_lam))), res, kept
+
+
+def _subsample(pos, key) -> np.ndarray:
+    """At most :data:`MAX_ROWS` row indices (sorted): every rare row up to half of them, the
+    majority rows drawn with ``key``."""
+    m = pos.size
+    if m <= MAX_ROWS:
+        return np.arange(m)
+    rare, major = np.flatnonzero(pos), np.flatnonzero(~pos)
+    n_rare = min(rare.size, MAX_ROWS // 2)
+    perm = _random.permutation(_random.fold_in(key, 101), m)
+    pick_rare = rare[np.argsort(perm[rare])[:n_rare]]
+    pick_major = major[np.argsort(perm[major])[: MAX_ROWS - n_rare]]
+    return np.sort(np.concatenate([pick_rare, pick_major]))

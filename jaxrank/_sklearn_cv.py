@@ -225,13 +225,13 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         sopts = dict(folds=folds, key=key, **{**opts, "tol": tol})
         search, pick, heuristic = self._search(X, pos, scales, lams, fac, policies, sopts)
         self.ard_ = None
-        if self.kernel == "ard":
-            scales, search, pick, heuristic = self._fit_ard(
-                X, pos, scales, groups, (search, pick, heuristic), lams, fac, policies, sopts
-            )
         b, s, j = pick
+        lam = float(search.lams[j])
+        if self.kernel == "ard":
+            scales, lam = self._fit_ard(
+                X, pos, scales, groups, (search, pick, heuristic), policies, sopts
+            )
         sigma2s, fac = search.sigma2s, search.sigma2s / heuristic
-        lam = self.ard_["lam"] if self.ard_ else float(search.lams[j])
         # in the search's compiled program (same floors, warm path): no new compilation
         self.model_, idx = _cv.refit(
             X, pos, lam, policy=policies[b], sigma2=float(sigma2s[s]),
@@ -287,40 +287,28 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 pick = _cv.keep_narrower(search, pick, new, n_new)
         return search, pick, heuristic
 
-    def _fit_ard(self, X, pos, scales, groups, iso, lams, fac, policies, sopts):
-        """``kernel="ard"`` (:mod:`jaxrank._ard`): the univariate start searched beside the
-        isotropic pick ``iso`` and kept if it wins on the same folds, then the scales and λ
-        tuned by implicit gradients. Returns ``(scales, search, pick, heuristic)``."""
+    def _fit_ard(self, X, pos, scales, groups, iso, policies, sopts):
+        """``kernel="ard"`` (:mod:`jaxrank._ard`): from the isotropic search's pick ``iso``,
+        the scales and λ tuned by implicit gradients from the univariate start. Returns the
+        per-column scales and λ."""
+        search, (b, s, j), _ = iso
         base = np.ones(X.shape[1]) if scales is None else np.asarray(scales, np.float64)
-        w = _ard.univariate_scales(X * base, pos, groups)
-        start = self._search(X, pos, base * w[groups], lams, fac, policies, sopts)
-        (s_iso, p_iso, _), (s_st, p_st, _) = iso, start
-        d = (
-            s_st.cv_auc[p_st[0], p_st[1], :, p_st[2]]
-            - s_iso.cv_auc[p_iso[0], p_iso[1], :, p_iso[2]]
-        )
-        use_start = bool(d.mean() > 0)
-        search, pick, heuristic = start if use_start else iso
-        w = w if use_start else np.ones_like(w)
-        b, s, j = pick
-        train, held = _cv.fold_rows(pos, sopts["folds"], key=sopts["key"])
-        out = (base * w[groups], float(search.lams[j]), None)
-        if len(held) >= 3:
-            out = _ard.tune_scales(
-                X, pos, train_rows=train, held_rows=held,
-                policy_basis=_cv.policy_basis(policies[b], int(search.min_basis[s])),
-                sigma2=float(search.sigma2s[s]), lam=float(search.lams[j]), base=base,
-                groups=groups, start=w, key=_cv._basis_key(sopts["key"]),
-                dtype=np.dtype(self.dtype), max_iter=self.max_iter,
-            )  # fmt: skip
-        res = out[2]
+        _, held = _cv.fold_rows(pos, sopts["folds"], key=sopts["key"])
+        lam = float(search.lams[j])
+        if len(held) < 3:  # no fold left for the stop: the isotropic pick
+            self.ard_ = {"start": "isotropic", "lam": lam, "steps": 0, "best_step": 0}
+            return base, lam
+        out, lam, res, kept = _ard.tune_scales(
+            X, pos, held_rows=held, groups=groups, base=base,
+            policy_basis=_cv.policy_basis(policies[b], int(search.min_basis[s])),
+            sigma2=float(search.sigma2s[s]), lam=lam, key=_cv._basis_key(sopts["key"]),
+            dtype=np.dtype(self.dtype), max_iter=self.max_iter,
+        )  # fmt: skip
         self.ard_ = {
-            "start": "univariate" if use_start else "isotropic", "lam": out[1],
-            "steps": 0 if res is None else len(res.history) - 1,
-            "best_step": 0 if res is None else res.best_step,
-            "stop_auc": None if res is None else res.stop_scores.tolist(),
+            "kept": kept, "lam": lam, "steps": len(res.history) - 1,
+            "best_step": res.best_step, "stop_auc": res.stop_scores.tolist(),
         }  # fmt: skip
-        return out[0], search, pick, heuristic
+        return out, lam
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -133,6 +133,7 @@ def fit_core(
     sizes: tuple[int, int] | None = None,
     precondition: str = "spectral",
     path: str = "batch",
+    implicit: tuple[float, int] | None = None,
 ) -> CoreFit:
     """Fit RankRC (or any R-subset ranker) from arrays: jit-able, vmappable, differentiable.
 
@@ -167,6 +168,10 @@ def fit_core(
       path: how a λ grid is solved (static): ``"batch"`` (default: every λ at once) or
         ``"warm"`` (one λ after the other in the order given, each started at the previous
         solution: give the grid from large to small, as :func:`jaxrank.fit` sorts it).
+      implicit: ``(tol, max_iter)`` of the CG solve ``H dβ = −∂_θ∇F`` behind the implicit
+        derivatives (static; default ``(100·eps, 4·n_b)``, a near-exact solve). A looser
+        solve (e.g. ``(1e-3, 50)``) is cheaper where the derivative feeds an optimiser's step
+        (:mod:`jaxrank.tune`); the primal fit is unchanged.
 
     Returns:
       A :class:`CoreFit`.
@@ -214,7 +219,7 @@ def fit_core(
     static = _Static(
         loss=loss, sizes=(P, N), block=block, max_iter=int(max_iter), max_cg=int(max_cg),
         precondition=precondition, depth=math.sqrt(block) + math.sqrt(m_rows / block),
-        path=path,
+        path=path, implicit=None if implicit is None else (float(implicit[0]), int(implicit[1])),
     )  # fmt: skip
     theta = (X[rows], basis, kernel, lams, jnp.asarray(eps, dt))
     aux = (n_pos, n_neg, nb, jnp.asarray(tol, dt))
@@ -252,6 +257,7 @@ class _Static(NamedTuple):
     precondition: str
     depth: float
     path: str = "batch"
+    implicit: tuple[float, int] | None = None
 
 
 def _problem(static: _Static, theta, aux):
@@ -359,10 +365,8 @@ def _solution_jvp(static: _Static, primals, tangents):
             return r
 
         def cg(matvec, rhs):
-            tol = 100 * float(jnp.finfo(dt).eps)
-            return jax.scipy.sparse.linalg.cg(
-                matvec, rhs, tol=tol, maxiter=4 * B.shape[0], M=precond
-            )[0]
+            tol, cap = static.implicit or (100 * float(jnp.finfo(dt).eps), 4 * B.shape[0])
+            return jax.scipy.sparse.linalg.cg(matvec, rhs, tol=tol, maxiter=cap, M=precond)[0]
 
         dbeta = -jax.lax.custom_linear_solve(lambda v: hvp(lin, v), rhs, cg, symmetric=True)
         dobj = jax.jvp(lambda b, t: _objective(static, b, t, aux, t[3]), (beta, th), (dbeta, dth))[

@@ -141,16 +141,17 @@ def smooth_auc(scores, pos, where, tau) -> jax.Array:
 
 
 def _member_scores(params, data: TuneData, train, held, basis, n_basis, *, static):
-    sizes, max_iter, tol = static
+    sizes, max_iter, tol, implicit = static
     kernel = make_kernel(params, data.groups, data.base)
     res = fit_core(
         data.X, data.pos, jnp.exp(params.log_lam), basis, mask=train, n_basis=n_basis,
-        kernel=kernel, sizes=sizes, tol=tol, max_iter=max_iter,
+        kernel=kernel, sizes=sizes, tol=tol, max_iter=max_iter, implicit=implicit,
     )  # fmt: skip
     return decision_function(res, data.X[held]), res.info.status
 
 
-def heldout_loss(params: TuneParams, data: TuneData, *, sizes, max_iter: int = 100, tol=1e-6):
+def heldout_loss(params: TuneParams, data: TuneData, *, sizes, max_iter: int = 100, tol=1e-6,
+                 implicit=None):  # fmt: skip
     """``J(θ)`` of the module notes and its parts, a pure function of ``params`` and ``data``.
 
     Every member is one :func:`jaxrank.core.fit_core` (all members one ``vmap``); its
@@ -162,12 +163,14 @@ def heldout_loss(params: TuneParams, data: TuneData, *, sizes, max_iter: int = 1
       sizes: ``(P, N)`` rows reserved per class for the training rows (static; at least the
         largest count of kept rare / majority rows of a member).
       max_iter: Newton step cap of each fit (static); ``tol``: its gradient tolerance.
+      implicit: ``(tol, max_iter)`` of the implicit solve (static; ``None``: near-exact), as
+        :func:`jaxrank.core.fit_core` takes it.
 
     Returns:
       ``(loss, (auc_tau, scores, status))``: the scalar ``J``, each member's smoothed AUC
       ``(k,)``, its held-out scores ``(k, H)`` and solver status ``(k,)``.
     """
-    static = (tuple(int(v) for v in sizes), int(max_iter), tol)
+    static = (tuple(int(v) for v in sizes), int(max_iter), tol, implicit)
     member = functools.partial(_member_scores, params, data, static=static)
     scores, status = jax.vmap(member)(data.train, data.held, data.basis, data.n_basis)
     auc = jax.vmap(smooth_auc, in_axes=(0, 0, 0, None))(
@@ -180,16 +183,18 @@ def heldout_loss(params: TuneParams, data: TuneData, *, sizes, max_iter: int = 1
 
 
 def tune_step(params, opt_state, data: TuneData, optimizer, *, sizes, max_iter=100, tol=1e-6,
-              trainable=("log_scales", "log_lam")):  # fmt: skip
+              trainable=("log_scales", "log_lam"), implicit=None):  # fmt: skip
     """One optimiser step on :func:`heldout_loss` (pure; jit it with ``optimizer``, ``sizes``,
-    ``max_iter`` and ``trainable`` static). Fields of :class:`TuneParams` not in
+    ``max_iter``, ``trainable`` and ``implicit`` static). Fields of :class:`TuneParams` not in
     ``trainable`` keep their value.
 
     Returns:
       ``(params, opt_state, loss, aux)`` with ``aux`` as in :func:`heldout_loss` at the
       parameters before the step.
     """
-    loss_fn = functools.partial(heldout_loss, sizes=sizes, max_iter=max_iter, tol=tol)
+    loss_fn = functools.partial(
+        heldout_loss, sizes=sizes, max_iter=max_iter, tol=tol, implicit=implicit
+    )
     (loss, aux), grad = jax.value_and_grad(loss_fn, has_aux=True)(params, data)
     grad = grad._replace(
         **{f: jnp.zeros_like(getattr(grad, f)) for f in grad._fields if f not in trainable}
@@ -218,10 +223,11 @@ class TuneResult(NamedTuple):
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_step(optimizer, sizes, max_iter, trainable):
+def _compiled_step(optimizer, sizes, max_iter, trainable, implicit):
     step = functools.partial(
-        tune_step, optimizer=optimizer, sizes=sizes, max_iter=max_iter, trainable=trainable
-    )
+        tune_step, optimizer=optimizer, sizes=sizes, max_iter=max_iter, trainable=trainable,
+        implicit=implicit,
+    )  # fmt: skip
     return jax.jit(step)
 
 
@@ -236,6 +242,8 @@ def tune(
     max_iter: int = 100,
     tol=1e-6,
     trainable=("log_scales", "log_lam"),
+    implicit=None,
+    candidates=(),
 ) -> TuneResult:
     """Minimise :func:`heldout_loss` with ``optimizer`` (default ``optax.adam(0.1)``), keeping
     the step whose *stopping score* is best and stopping after ``patience`` steps without a
@@ -251,6 +259,11 @@ def tune(
       optimizer: an optax ``GradientTransformation``.
       steps: the most optimiser steps; ``patience``: steps without improvement before stopping.
       trainable: the fields of :class:`TuneParams` that move.
+      implicit: the implicit solve's ``(tol, max_iter)`` (:func:`heldout_loss`): a direction
+        for a step needs no near-exact solve.
+      candidates: other :class:`TuneParams` judged by the same stopping score before the
+        start (e.g. the kernel the start is shrunk toward); they are steps ``0 … C−1`` of the
+        history, the start step ``C``, and an earlier step wins a tie.
 
     Returns:
       A :class:`TuneResult`.
@@ -275,7 +288,8 @@ def tune(
     """
     optimizer = optax.adam(0.1) if optimizer is None else optimizer
     sizes = tuple(int(v) for v in sizes)
-    step = _compiled_step(optimizer, sizes, int(max_iter), tuple(trainable))
+    implicit = None if implicit is None else (float(implicit[0]), int(implicit[1]))
+    step = _compiled_step(optimizer, sizes, int(max_iter), tuple(trainable), implicit)
     weights = np.asarray(data.weights)
     stop = weights == 0 if np.any(weights == 0) else np.ones_like(weights, bool)
     held_pos = np.asarray(data.pos)[np.asarray(data.held)]
@@ -283,8 +297,10 @@ def tune(
     opt_state = optimizer.init(params)
     best, best_step, best_params = -np.inf, 0, params
     history, stops, since = [], [], 0
-    for t in range(steps + 1):
-        new_params, new_state, loss, (auc_tau, scores, _) = step(params, opt_state, data)
+    queue = list(candidates)
+    for t in range(len(queue) + steps + 1):
+        current = queue.pop(0) if queue else params
+        new_params, new_state, loss, (auc_tau, scores, _) = step(current, opt_state, data)
         sc = np.asarray(scores, np.float64)
         score = float(
             np.mean([
@@ -295,10 +311,12 @@ def tune(
         history.append((float(loss), float(np.mean(g)) if g.size else np.nan, score))
         stops.append(score)
         if score > best + 1e-12:
-            best, best_step, best_params, since = score, t, params, 0
-        else:
+            best, best_step, best_params, since = score, t, current, 0
+        elif t >= len(candidates):
             since += 1
-        if since >= patience or t == steps:
+        if t < len(candidates):
+            continue
+        if since >= patience or t == len(candidates) + steps:
             break
         params, opt_state = new_params, new_state
     return TuneResult(best_params, best_step, np.asarray(history), np.asarray(stops))
