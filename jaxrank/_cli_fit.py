@@ -175,7 +175,7 @@ def cmd_fit(args) -> int:
         raise ValueError("--n-basis applies to --basis random and greedy only.")
     if args.kappa is not None and args.basis != "greedy":
         raise ValueError("--kappa applies to --basis greedy only.")
-    if args.sigma2 is not None and args.kernel != "gaussian":
+    if args.sigma2 is not None and args.kernel not in ("gaussian", "isotropic"):
         raise ValueError("--sigma2 is the Gaussian kernel's σ²; it needs --kernel gaussian.")
     if args.degree is not None and args.kernel != "poly":
         raise ValueError("--degree needs --kernel poly.")
@@ -215,8 +215,13 @@ def cmd_fit(args) -> int:
         mean, scale = standardizer(X)
     Xs = (X - mean) / scale
 
-    if args.kernel == "gaussian":
-        kernel = kernels.gaussian(args.sigma2)
+    if args.kernel in ("gaussian", "isotropic"):
+        # binary-aware (kernels.binary_scales, as jaxrank.fit and the estimators): a dummy
+        # column moves a squared distance by 0 or 1, whatever the standardisation made of it
+        scales = kernels.binary_scales(Xs) if args.kernel == "gaussian" else None
+        kernel = (
+            kernels.gaussian(args.sigma2) if scales is None else kernels.ard(args.sigma2, scales)
+        )
     elif args.kernel == "linear":
         kernel = kernels.linear()
     else:
@@ -289,7 +294,10 @@ def cmd_fit(args) -> int:
             print(f"{fmt_lam(grid[j]):>10} {score[j]:8.4f} {se:>7}{mark}", file=out)
     names = {"rare": "RankRC", "all": "RankSVM", "random": "RANK-RND", "greedy": "greedy basis"}
     kdesc = f"{args.kernel} kernel"
-    if isinstance(model.kernel, kernels.Gaussian):
+    if isinstance(model.kernel, kernels.ARDGaussian):
+        n = int(np.sum(np.asarray(model.kernel.scales) != 1))
+        kdesc = f"gaussian kernel (σ² = {float(model.kernel.sigma2):.4g}; {n} column(s) rescaled)"
+    elif isinstance(model.kernel, kernels.Gaussian):
         kdesc = f"gaussian kernel (σ² = {float(model.kernel.sigma2):.4g})"
     elif isinstance(model.kernel, kernels.Polynomial):
         kdesc = f"polynomial kernel (degree {model.kernel.degree})"
