@@ -109,7 +109,7 @@ def test_ard_in_the_core_jit_vmap(data):
         jax.vmap(
             lambda s: core.fit_core(
                 X, pos, 1e-2, X[idx], kernel=ARDGaussian(3.0, s), tol=1e-10, sizes=_sizes(pos)
-            )  # fmt: skip
+            )
         )
     )
     S = jnp.asarray([[1.0, 1, 1, 1, 1], [1.0, 0.1, 2.0, 1, 0.5]])
