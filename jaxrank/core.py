@@ -191,17 +191,20 @@ def fit_core(
     """
     X = jnp.asarray(X)
     if X.dtype not in (jnp.float32, jnp.float64):
-        X = X.astype(jnp.float32)
+        # integer rows take the default float (float64 under x64), half precision float32
+        wide = jnp.issubdtype(X.dtype, jnp.floating) and jnp.finfo(X.dtype).bits < 32
+        X = X.astype(jnp.float32 if wide else jax.dtypes.canonicalize_dtype(jnp.float64))
     dt = X.dtype
-    m = X.shape[0]
+    _check_static(loss=loss, precondition=precondition, path=path, sizes=sizes,
+                  max_iter=max_iter, max_cg=max_cg)  # fmt: skip
+    m = X.shape[0] if X.ndim == 2 else -1
     basis = jnp.asarray(basis, dt)
     n_b = basis.shape[0]
     pos = jnp.asarray(pos)
     pos = pos if pos.dtype == jnp.bool_ else pos > 0
     keep = jnp.ones((m,), bool) if mask is None else jnp.asarray(mask).astype(bool)
+    _check_shapes(X, pos, keep, basis)
     P, N = (m, m) if sizes is None else (int(sizes[0]), int(sizes[1]))
-    if path not in ("batch", "warm"):
-        raise ValueError(f"path must be 'batch' or 'warm', got {path!r}.")
     if kernel is None:
         kernel = _kernels.Gaussian(sigma2_heuristic(X, keep))
     nb = jnp.asarray(n_b if n_basis is None else n_basis, jnp.int32)
@@ -214,6 +217,10 @@ def fit_core(
     r, n_chunks = _kernels.chunk_rows(P + N, n_b, dt.itemsize, block)
     m_rows = r * n_chunks
     lam = jnp.asarray(lam, dt)
+    if lam.ndim > 1:
+        raise ValueError(f"lam must be a scalar or a 1-D grid, got shape {lam.shape}.")
+    if not isinstance(lam, jax.core.Tracer) and not np.all(np.asarray(lam) > 0):
+        raise ValueError(f"lam must be > 0, got {lam}.")
     scalar = lam.ndim == 0
     lams = lam.reshape(-1)
     static = _Static(
@@ -225,11 +232,48 @@ def fit_core(
     aux = (n_pos, n_neg, nb, jnp.asarray(tol, dt))
     betas, info = _solution(static, theta, aux)
     bad = (n_pos > P) | (n_neg > N) | (n_pos == 0) | (n_neg == 0)
-    betas = jnp.where(bad, jnp.nan, betas)
+    # a traced λ <= 0 (or NaN) has no minimiser: NaN and NONFINITE, never a number (λ = -0.1
+    # ran to an objective of -9.8e59)
+    bad = bad | ~(lams > 0)
+    betas = jnp.where(bad[:, None], jnp.nan, betas)
     info = info._replace(status=jnp.where(bad, jnp.int32(3), info.status))
     if scalar:
         betas, info = betas[0], jax.tree.map(lambda a: a[0], info)
     return CoreFit(coef=betas, kernel=kernel, basis=basis, lam=lam, info=info)
+
+
+_LOSSES = ("smoothed_hinge", "squared_hinge")
+_PRECONDITION = ("spectral", "cholesky", "jacobi", "none")
+
+
+def _check_static(*, loss, precondition, path, sizes, max_iter, max_cg):
+    # the static options, with the error that says what to give (a traced one is refused here:
+    # it fixes shapes or loop lengths, so it cannot change without compiling again)
+    for name, value, allowed in (("loss", loss, _LOSSES), ("precondition", precondition,
+                                 _PRECONDITION), ("path", path, ("batch", "warm"))):  # fmt: skip
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+    for name, value in (("sizes", sizes), ("max_iter", max_iter), ("max_cg", max_cg)):
+        if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(value)):
+            raise TypeError(
+                f"{name} is static in fit_core (it fixes a shape or a loop length); give a "
+                "Python int (tuple), not a traced value: mark it static in jax.jit "
+                "(static_argnames) or close over it."
+            )
+    if sizes is not None and (len(sizes) != 2 or min(int(v) for v in sizes) < 1):
+        raise ValueError(f"sizes must be two positive ints (P, N), got {sizes!r}.")
+
+
+def _check_shapes(X, pos, keep, basis):
+    # shape errors said as such, not as broadcasting errors deep inside the solver
+    if X.ndim != 2:
+        raise ValueError(f"X must be (m, d), got shape {X.shape}.")
+    m, d = X.shape
+    if basis.ndim != 2 or basis.shape[1] != d:
+        raise ValueError(f"basis must be (n_b, {d}) like X's columns, got shape {basis.shape}.")
+    for name, v in (("pos", pos), ("mask", keep)):
+        if v.shape != (m,):
+            raise ValueError(f"{name} must be ({m},), one per row of X, got shape {v.shape}.")
 
 
 def decision_function(result: CoreFit, X) -> jax.Array:

@@ -21,7 +21,7 @@ Hessian-vector product all O(n log n), docs/design.md §3). Masked entries
 
 Exact at any finite scores: every window sum is taken relative to its own window (compressed
 coordinates for the bounded quadratic window, distances to the window's top, with non-negative
-increments, for the unbounded ones; :func:`jaxrank.pairwise.exact_value_and_grad_b`), so a
+increments, for the unbounded ones; ``jaxrank.pairwise.exact_value_and_grad_b``), so a
 score far from the rest, as a network's can run away to, changes no other pair's terms (one
 positive at 1e6 among 2000 float32 scores gave 1.2265 for 0.9852 before). ±inf scores whose
 pairs cost nothing give the exact value; a pair that costs infinitely much gives inf; a NaN
