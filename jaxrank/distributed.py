@@ -74,6 +74,7 @@ __all__ = [
     "ProcessLostError",
     "agree",
     "announcing_failure",
+    "binary_scales",
     "fault_timeout",
     "fingerprint",
     "fit",
@@ -463,6 +464,34 @@ def fingerprint(value) -> str:
     return _fingerprint(value)
 
 
+def binary_scales(X_local) -> np.ndarray | None:
+    """The binary-aware column scales of :func:`jaxrank.kernels.binary_scales` over the rows of
+    every process: ``1/(hi − lo)`` for a column whose values over all processes are two,
+    ``lo < hi``, else 1; ``None`` when every scale is 1. A collective (two small all-gathers:
+    the global range of each column, then whether each process's values all lie on it).
+
+    Example (one process: the one-process rule):
+      >>> binary_scales([[0.0, 1.0], [4.0, 2.0], [0.0, 3.0]]).tolist()
+      [0.25, 1.0]
+    """
+    X = np.asarray(X_local, np.float64)
+    d = X.shape[1]
+    lo_hi = (
+        np.full((2, d), [[np.inf], [-np.inf]])
+        if X.shape[0] == 0
+        else np.stack([X.min(axis=0), X.max(axis=0)])
+    )
+    parts = _allgather(lo_hi)
+    lo, hi = parts[:, 0].min(axis=0), parts[:, 1].max(axis=0)
+    on_ends = np.all((X == lo) | (X == hi), axis=0) if X.shape[0] else np.ones(d, bool)
+    two = (hi > lo) & np.all(_allgather(on_ends.astype(np.uint8)).astype(bool), axis=0)
+    scales = np.ones(d)
+    with np.errstate(over="ignore"):
+        spread = hi[two] - lo[two]
+        scales[two] = np.where(np.isfinite(spread), 1.0 / spread, 1.0)
+    return None if np.all(scales == 1.0) else scales
+
+
 def sigma2_heuristic(X_local) -> float:
     """σ² = (1/m²) Σ_ij ||x_i − x_j||² over the rows of every process (seed 000, Sec. 6).
 
@@ -798,11 +827,30 @@ def fit(
                             n_basis=n_basis, init=init)  # fmt: skip
 
 
+def _resolve_kernel(kernel, X):
+    """:func:`jaxrank.kernels.resolve_kernel` over every process's rows (a collective): the
+    default Gaussian binary-aware, σ² and missing ARD scales from all rows."""
+    default = kernel is None or (isinstance(kernel, str) and kernel in ("gaussian", "rbf", "ard"))
+    if default:
+        scales = binary_scales(X)
+        if scales is None and kernel == "ard":
+            scales = np.ones(np.shape(X)[1])
+        kernel = _kernels.Gaussian() if scales is None else _kernels.ARDGaussian(scales=scales)
+    elif isinstance(kernel, _kernels.ARDGaussian) and kernel.scales is None:
+        scales = binary_scales(X)
+        kernel = _kernels.ARDGaussian(
+            kernel.sigma2, np.ones(np.shape(X)[1]) if scales is None else scales
+        )
+    if isinstance(kernel, _kernels.Gaussian) and kernel.sigma2 is None:
+        if isinstance(kernel, _kernels.ARDGaussian):
+            Xs = np.asarray(X, np.float64) * np.asarray(kernel.scales, np.float64)
+            return _kernels.ARDGaussian(sigma2=sigma2_heuristic(Xs), scales=kernel.scales)
+        return _kernels.Gaussian(sigma2=sigma2_heuristic(X))
+    return _kernels.resolve_kernel(kernel, X[:1])  # names and types
+
+
 def _fit_checked(X, pos, lams, scalar, fit_opts, *, basis, kernel, key, n_basis, init):
-    fixed = isinstance(kernel, _kernels.Gaussian) and kernel.sigma2 is not None
-    resolved = _kernels.resolve_kernel(kernel, X[:1])  # names and types; σ² below
-    if isinstance(resolved, _kernels.Gaussian) and not fixed:
-        resolved = _kernels.Gaussian(sigma2=sigma2_heuristic(X))
+    resolved = _resolve_kernel(kernel, X)
     pieces = gather_rows(pos.astype(np.uint8))
     pos_all = np.concatenate(pieces).astype(bool)
     counts = np.asarray([p.size for p in pieces])

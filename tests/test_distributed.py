@@ -43,7 +43,7 @@ def _launch(n, *args, timeout=900, env=None):
 #: arrays through ``jaxrank.fit`` at P = 2, and the stored block and the row-sharded search at
 #: P = 4.
 RUNS = {
-    "p2": (2, "rare_batch,streamed,search"),
+    "p2": (2, "rare_batch,streamed,search,ard,binary"),
     "p4": (4, "streamed,search_cells"),
     "p2_more": (2, "random,float32,global_arrays"),
     "p4_more": (4, "rare_batch,search"),
@@ -81,7 +81,9 @@ def _rel(got, ref):
     return float(np.max(np.abs(got - ref) / np.abs(ref)))
 
 
-@pytest.mark.parametrize("case", ["rare_batch", "streamed", "random", "float32", "global_arrays"])
+@pytest.mark.parametrize(
+    "case", ["rare_batch", "streamed", "random", "float32", "global_arrays", "ard", "binary"]
+)
 def test_multiprocess_fit_equals_one_process(result, case):
     P, res = result
     if case not in res:
@@ -93,6 +95,8 @@ def test_multiprocess_fit_equals_one_process(result, case):
         assert r["sigma2"][0] == pytest.approx(r["sigma2"][1], rel=1e-13)
         assert r["status"] == [0] * len(r["status"])
         assert r["coef_diff"] < (1e-2 if case == "float32" else 1e-6)
+    if case in ("ard", "binary"):  # the kernel too: ARD, binary-aware across processes
+        assert r["kernel"] == ["ARDGaussian", "ARDGaussian"], r
 
 
 @pytest.mark.parametrize("layout", ["search", "search_cells"])

@@ -47,6 +47,10 @@ cases = {
     "random": dict(lam=lams, basis="random", key=jax.random.key(5), n_basis=60),
     "streamed": dict(lam=lams, max_kernel_bytes=1),
     "float32": dict(lam=1e-2, dtype=np.float32, tol=1e-5),
+    # the ARD kernel (σ² from every process's rescaled rows), and the binary-aware default on
+    # rows with a dummy column (its two values found over every process)
+    "ard": dict(lam=lams, kernel=jaxrank.kernels.ard(None, [1.0, 0.3, 2.0, 0.0, 1.2])),
+    "binary": dict(lam=lams, X=np.c_[X, 3.0 * (X[:, 0] > 0.4) - 1.0]),
 }
 res = {}
 for name, kw in cases.items():
@@ -54,13 +58,15 @@ for name, kw in cases.items():
         continue
     kw = dict(opts, **kw)
     lam = kw.pop("lam")
-    got = dist.fit(X[mine], y[mine], lam, **kw)
+    Xc = kw.pop("X", X)
+    got = dist.fit(Xc[mine], y[mine], lam, **kw)
     row = {"got": np.atleast_1d(np.asarray(got.info.objective)).tolist()}
     if me == 0:
-        ref = jaxrank.fit(X, y, lam, **kw)
+        ref = jaxrank.fit(Xc, y, lam, **kw)
         row["ref"] = np.atleast_1d(np.asarray(ref.info.objective)).tolist()
         row["coef_diff"] = float(np.max(np.abs(np.asarray(got.coef) - np.asarray(ref.coef))))
         row["sigma2"] = [float(got.kernel.sigma2), float(ref.kernel.sigma2)]
+        row["kernel"] = [type(got.kernel).__name__, type(ref.kernel).__name__]
         row["status"] = np.atleast_1d(np.asarray(got.info.status)).tolist()
     res[name] = row
 # the standard form: global arrays from equal pieces, through jaxrank.fit
