@@ -128,25 +128,38 @@ def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, k
     bases = []
     for f, tr in enumerate(trains):
         bases.append(tr[policy_basis(X[tr], pos[tr], _random.fold_in(key, f))])
+    w = univariate_scales(X * base, pos, groups)
+    # the start at the isotropic kernel's heuristic σ² (the search's σ² factor carries over)
+    w *= np.sqrt(sigma2_heuristic(X * base) / sigma2_heuristic(X * base * w[groups]))
+    # every shape on a ladder (rows, columns, groups, basis, held-out rows, class sizes): data
+    # sets of similar sizes share the compiled step; padded rows are in no member, padded
+    # columns are 0 (they move no distance) in a group of their own
+    G = w.size
+    m_pad, d_pad, g_pad = _buckets.bucket(m), _pow2(d), _pow2(G + 1)
+    Xp = np.zeros((m_pad, d_pad), dtype)
+    Xp[:m, :d] = X
+    posp = np.zeros(m_pad, bool)
+    posp[:m] = pos
+    groups = np.concatenate([groups, np.full(d_pad - d, G, np.int32)])
+    base = np.concatenate([np.asarray(base, np.float64), np.ones(d_pad - d)])
+    w = np.concatenate([w, np.ones(g_pad - G)])
     nb = _buckets.bucket(max(b.size for b in bases))
     H = _buckets.bucket(max(h.size for h in helds))
-    B = np.empty((k, nb, d), dtype)
+    B = np.empty((k, nb, d_pad), dtype)
     held = np.zeros((k, H), np.int32)
     valid = np.zeros((k, H), bool)
-    train = np.zeros((k, m), bool)
+    train = np.zeros((k, m_pad), bool)
     for f in range(k):
-        B[f] = X[bases[f][0]]  # padding rows: copies of a real row
-        B[f, : bases[f].size] = X[bases[f]]
+        B[f] = Xp[bases[f][0]]  # padding rows: copies of a real row
+        B[f, : bases[f].size] = Xp[bases[f]]
         held[f, : helds[f].size] = helds[f]
         valid[f, : helds[f].size] = True
         train[f, trains[f]] = True
+    X, pos = Xp, posp
     sizes = (
         _buckets.bucket(max(int(pos[t].sum()) for t in trains)),
         _buckets.bucket(max(int((~pos[t]).sum()) for t in trains)),
     )
-    w = univariate_scales(X * base, pos, groups)
-    # the start at the isotropic kernel's heuristic σ² (the search's σ² factor carries over)
-    w *= np.sqrt(sigma2_heuristic(X * base) / sigma2_heuristic(X * base * w[groups]))
     data = _tune.TuneData(
         X=jnp.asarray(X, dtype), pos=jnp.asarray(pos), train=jnp.asarray(train),
         held=jnp.asarray(held), held_valid=jnp.asarray(valid), basis=jnp.asarray(B),
@@ -167,8 +180,12 @@ def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, k
     )  # fmt: skip
     kept = ("isotropic", "univariate")[res.best_step] if res.best_step < 2 else "tuned"
     log_s = np.asarray(res.params.log_scales, np.float64)
-    scales = np.asarray(base, np.float64) * np.exp(log_s)[groups]
+    scales = (base * np.exp(log_s)[groups])[:d]
     return scales, float(np.exp(np.float64(res.params.log_lam))), res, kept
+
+
+def _pow2(n: int) -> int:
+    return max(8, 1 << (int(n) - 1).bit_length())
 
 
 def _subsample(pos, key) -> np.ndarray:

@@ -258,13 +258,14 @@ __all__ = [
     "CVSearch",
     "auto_basis",
     "auto_basis_size",
+    "basis_key",
     "check_policies",
     "choose",
     "cv_search",
     "equal_folds",
     "fold_rows",
-    "policy_basis",
     "gaussian_kernel",
+    "policy_basis",
     "refit",
     "refit_basis",
     "search_edges",
@@ -334,7 +335,8 @@ def _policy_basis(policy, X, pos, key, min_basis: int):
     return auto_basis(X, pos, key=key, min_basis=min_basis)
 
 
-def _basis_key(key):
+def basis_key(key):
+    """The key a search (and its refit) draws the basis of each fold with."""
     return _random.split(key, 3)[2]
 
 
@@ -560,7 +562,7 @@ def cv_search(
     if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
         raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
     check_key(key)
-    k_basis = _basis_key(key)
+    k_basis = basis_key(key)
     train, held = fold_rows(pos, folds, key=key)
     # held-out rows padded to a bucket: sets of similar sizes share the scoring programs
     n_held = _buckets.bucket(max(h.size for h in held))
@@ -945,4 +947,4 @@ def refit_basis(policy: str, X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> n
     check_policies((policy,))
     X = check_X(X)
     pos = check_binary_labels(y)
-    return _policy_basis(policy, X, pos, _basis_key(key), min_basis)
+    return _policy_basis(policy, X, pos, basis_key(key), min_basis)

@@ -301,7 +301,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         out, lam, res, kept = _ard.tune_scales(
             X, pos, held_rows=held, groups=groups, base=base,
             policy_basis=_cv.policy_basis(policies[b], int(search.min_basis[s])),
-            sigma2=float(search.sigma2s[s]), lam=lam, key=_cv._basis_key(sopts["key"]),
+            sigma2=float(search.sigma2s[s]), lam=lam, key=_cv.basis_key(sopts["key"]),
             dtype=np.dtype(self.dtype), max_iter=self.max_iter,
         )  # fmt: skip
         self.ard_ = {
