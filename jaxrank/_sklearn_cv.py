@@ -78,10 +78,11 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     to equal class counts); :func:`jaxrank.select_lambda` runs it exactly.
 
     Defaults (basis ``"auto"`` with floor 256, σ² = heuristic × 4^-1 … 4^2, the paper's λ grid,
-    rule ``"smooth_grid"``, CV fits to ``search_tol = 1e-4`` on the warm path, the narrow
-    extension ``extend_sigma2``) were chosen on the 35 KEEL sets of
-    ``bench/keel_wide.TUNE_SETS`` (``bench/keel_wide_tune.py`` and the
-    notes of :mod:`jaxrank._cv`); ``bench/keel_wide.py`` reports the other sets as held out.
+    CV fits to ``search_tol = 1e-4`` on the warm path, the narrow extension ``extend_sigma2``)
+    were chosen on the 35 KEEL sets of ``bench/keel_wide.TUNE_SETS`` (``bench/keel_wide_tune.py``
+    and the notes of :mod:`jaxrank._cv`); ``bench/keel_wide.py`` reports the other sets as held
+    out. The binary-aware kernel, the edge extension and the rule ``"smooth_mirror"`` were
+    chosen on the development sets of ``bench/real_tabular.py`` (docs/choosing-a-model.md).
 
     Args:
       lams: λ grid (default :data:`DEFAULT_LAMS`, ``2^-20 … 2^10``).
@@ -89,8 +90,9 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         (default :data:`DEFAULT_SIGMA2_FACTORS`).
       basis: a basis policy or a tuple of them (see above).
       min_basis: the auto basis floor (default :data:`jaxrank._cv.AUTO_MIN_BASIS`).
-      rule: ``"max"``, ``"one_se"``, ``"smooth"`` or ``"smooth_grid"``
-        (:func:`jaxrank._cv.choose`).
+      rule: ``"max"``, ``"one_se"``, ``"smooth"``, ``"smooth_grid"`` or ``"smooth_mirror"``
+        (default: the 3×3 average of the (σ², λ) table with its edges mirrored, so a corner
+        cell is not judged on fewer cells than an inner one; :func:`jaxrank._cv.choose`).
       cv: number of stratified folds; reduced to the size of the smaller class when that is
         smaller (at least 2 rows of each class are needed).
       pos_label: the rare class (default: the minority class; ``classes_[1]`` on a 50/50 split).
@@ -111,6 +113,21 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         one standard error of the paired differences (:func:`jaxrank._cv.search_narrower`,
         :func:`jaxrank._cv.keep_narrower`; measured in the notes of :mod:`jaxrank._cv`).
         ``False``: the σ² grid as given.
+      kernel: ``"gaussian"`` (default): the Gaussian on binary-aware distances
+        (:func:`jaxrank.kernels.binary_scales`: a column with two distinct values, a one-hot
+        dummy standardised or not, has its two values 1 apart); ``"isotropic"``: the plain
+        Gaussian on X as given; ``"ard"``: one learned scale per column or per group of
+        ``feature_groups`` (:class:`jaxrank.kernels.ARDGaussian`), tuned after the search by
+        implicit gradients of a held-out smoothed AUC from a univariate-AUC start, shrunk toward
+        the isotropic kernel, the step judged on a fold the gradient never saw
+        (:mod:`jaxrank.tune`; docs/choosing-a-model.md says when it pays).
+      extend_edges: while the pick lies on the widest σ² or the smallest λ searched, search
+        one step further (σ² × 4, λ / 4) up to ``max_sigma2_factor`` × the heuristic and
+        ``min_lam`` (:func:`jaxrank._cv.search_edges`). ``False``: the grid as given.
+      max_sigma2_factor, min_lam: the limits of ``extend_edges`` (defaults
+        :data:`MAX_SIGMA2_FACTOR`, :data:`MIN_LAM`).
+      feature_groups: ``(d,)`` group id of each column for ``kernel="ard"`` (e.g. the one-hot
+        columns of one source variable share an id and a scale); default: one per column.
 
     Attributes:
       model_: the refitted :class:`jaxrank.RankModel` (raw rare-class scores).
@@ -123,6 +140,12 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``
         (held-out AUC, as scikit-learn's searches name them).
       n_folds_: folds used; ``search_seconds_``: wall time of the search.
+      feature_scales_: ``(d,)`` what multiplies each column inside the kernel,
+        ``k(u, v) = exp(−‖(u − v) ⊙ feature_scales_‖²)``: which columns the ranker uses
+        (with ``kernel="ard"`` the learned ones; else the binary-aware scales over σ).
+      ard_: ``None``, or with ``kernel="ard"`` what the tuner did: ``kept`` (``"isotropic"``,
+        ``"univariate"`` or ``"tuned"``), ``lam``, ``steps``, ``best_step``, ``stop_auc``
+        (the stopping fold's AUC at each step).
       classes_, pos_label_, threshold_, n_iter_, n_features_in_: as in
         :class:`jaxrank.sklearn.RankRCClassifier` (``predict(X) ==
         classes_[(decision_function(X) > 0).astype(int)]``).
