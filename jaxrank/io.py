@@ -62,6 +62,7 @@ import re
 import stat
 import tempfile
 import time
+import typing
 import zipfile
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -82,6 +83,7 @@ __all__ = [
     "checksum",
     "load",
     "load_bytes",
+    "register_export",
     "register_kernel",
     "register_model",
     "save",
@@ -110,6 +112,7 @@ class _Codec(NamedTuple):
 
 _MODELS: dict[str, _Codec] = {}
 _KERNELS: dict[str, type] = {}
+_EXPORTED: set[type] = set()
 
 
 def register_model(
@@ -150,6 +153,7 @@ def register_model(
     if old is not None and old.cls is not cls:
         raise ValueError(f"model type {name!r} is already registered for {old.cls.__name__}.")
     _MODELS[name] = _Codec(cls, to_arrays, from_arrays)
+    register_export(cls)
 
 
 def register_kernel(cls: type, name: str | None = None) -> type:
@@ -179,7 +183,90 @@ def register_kernel(cls: type, name: str | None = None) -> type:
     if old is not None and old is not cls:
         raise ValueError(f"kernel {name!r} is already registered for {old!r}.")
     _KERNELS[name] = cls
+    register_export(cls)
     return cls
+
+
+def register_export(cls: type) -> type:
+    """Register the pytree type ``cls`` for :mod:`jax.export`'s pytree serialisation.
+
+    An exported function's argument and result structure is serialised with it; a type not
+    registered there cannot be part of it (``Cannot serialize PyTreeDef containing an
+    unregistered type``). :func:`register_model` and :func:`register_kernel` call this for
+    their class, and for the ``NamedTuple`` types its fields are annotated with (a model's
+    ``info``), so a model or kernel can be an argument or a result of an exported function.
+    A dataclass registered with :func:`jax.tree_util.register_dataclass` is serialised under
+    ``module.QualName`` with its static fields as JSON; a ``NamedTuple`` by its field names.
+    Anything else (a class that is not a pytree) and a class registered already are left
+    alone. Returns ``cls``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> import jaxrank
+      >>> kernel = jaxrank.Gaussian(2.0)  # registered (jaxrank.io.register_kernel does it)
+      >>> f = jax.jit(lambda k, X: k(X, X).sum())
+      >>> exp = jax.export.deserialize(jax.export.export(f)(kernel, jnp.ones((3, 2))).serialize())
+      >>> float(exp.call(kernel, jnp.ones((3, 2))))
+      9.0
+    """
+    from jax import export
+
+    if cls in _EXPORTED:
+        return cls
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        export.register_namedtuple_serialization(cls, serialized_name=name)
+        _EXPORTED.add(cls)
+        return cls
+    if not dataclasses.is_dataclass(cls):
+        return cls
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    blank = object.__new__(cls)
+    for f in fields:
+        object.__setattr__(blank, f.name, None)
+    node = jax.tree_util.tree_structure(blank).node_data()
+    if node is None or node[0] is not cls:
+        return cls  # a plain dataclass (not a pytree): nothing an export could see
+    data = [f.name for f in fields if not f.metadata.get("static")]
+    meta = [f.name for f in fields if f.metadata.get("static")]
+
+    def from_children(aux, children):
+        # the node without __init__ (its checks would see placeholders): the structure only
+        obj = object.__new__(cls)
+        for k, v in (*zip(meta, aux, strict=True), *zip(data, children, strict=True)):
+            object.__setattr__(obj, k, v)
+        return obj
+
+    def serialize(aux) -> bytes:
+        try:
+            return json.dumps(list(aux)).encode()
+        except TypeError:
+            raise TypeError(
+                f"{name}: static fields {dict(zip(meta, aux, strict=True))!r} are not JSON values; "
+                "jax.export cannot serialise this pytree."
+            ) from None
+
+    export.register_pytree_node_serialization(
+        cls,
+        serialized_name=name,
+        serialize_auxdata=serialize,
+        deserialize_auxdata=lambda b: tuple(json.loads(b.decode())),
+        from_children=from_children,
+    )
+    _EXPORTED.add(cls)
+    for hint in _field_types(cls):
+        register_export(hint)
+    return cls
+
+
+def _field_types(cls) -> list[type]:
+    # the NamedTuple classes the dataclass's fields are annotated with (a model's info)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: nothing to add
+        return []
+    return [t for t in hints.values() if isinstance(t, type) and issubclass(t, tuple)
+            and hasattr(t, "_fields")]  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

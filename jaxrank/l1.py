@@ -683,3 +683,4 @@ def _from_arrays(fields: dict[str, Any]) -> L1Model:
 
 
 _io.register_model("L1Model", L1Model, _to_arrays, _from_arrays)
+_io.register_export(L1Info)  # its info (the field is annotated as RankModel's SolverInfo)

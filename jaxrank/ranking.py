@@ -46,8 +46,10 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
+from jax.interpreters import ad, batching, mlir
 
 from jaxrank import losses as _losses
 from jaxrank import pairwise as _pw
@@ -157,27 +159,69 @@ class _Layout:
 
 
 def _sort_order(keys, s):
-    """Per row, the order sorting by ``(*keys, s)`` (int32 keys, then the score).
+    """Per row, the order sorting by ``(*keys, s)`` (int32 / int64 keys, then the score).
 
     On CPU through numpy's ``lexsort`` on the host (measured at n = 10⁵: 121 ms against 409 ms
     for ``lax.sort`` with two keys on a loaded 2-core machine; sorting is nearly all of the
-    loss's cost there), elsewhere ``lax.sort`` (GPUs sort fast natively).
+    loss's cost there), elsewhere ``lax.sort`` (GPUs sort fast natively). A host callback
+    cannot be serialised, so when the program is lowered for ``jax.export`` (any platforms,
+    shape-polymorphic or not) the CPU branch is ``lax.sort`` too: the choice is made per
+    lowering by the primitive ``_sort_order_p`` (issue 41 item 8).
     """
-    iota = jax.lax.broadcasted_iota(jnp.int32, s.shape, 1)
+    return _sort_order_p.bind(*keys, s)
 
-    def device(*args):
-        return jax.lax.sort((*args, iota), dimension=1, num_keys=len(args))[-1]
 
-    def host(*args):
-        out = jax.ShapeDtypeStruct(s.shape, jnp.int32)
-        return jax.pure_callback(_lexsort, out, *args, vmap_method="broadcast_all")
+def _device_order(*args):
+    iota = jax.lax.broadcasted_iota(jnp.int32, args[-1].shape, 1)
+    return jax.lax.sort((*args, iota), dimension=1, num_keys=len(args))[-1]
 
-    return jax.lax.platform_dependent(*keys, s, cpu=host, default=device)
+
+def _host_order(*args):
+    out = jax.ShapeDtypeStruct(args[-1].shape, jnp.int32)
+    return jax.pure_callback(_lexsort, out, *args, vmap_method="broadcast_all")
 
 
 def _lexsort(*args):
     # np.lexsort sorts by its last key first: (s, seg, cls) -> by cls, then seg, then s
     return np.lexsort(args[::-1], axis=-1).astype(np.int32)
+
+
+def _sort_order_cpu_lowering(ctx, *args):
+    # the host sort where the program runs in this process; lax.sort where it is exported
+    params = getattr(ctx.module_context, "lowering_parameters", None)
+    exporting = bool(getattr(params, "for_export", False))
+    return _LOWER_DEVICE(ctx, *args) if exporting else _LOWER_HOST(ctx, *args)
+
+
+def _sort_order_batch(args, dims):
+    # vmap: the mapped axis folded into the rows, (b, B, n) -> (b·B, n) and back
+    size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+    moved = [
+        jnp.broadcast_to(a, (size, *a.shape)) if d is None else jnp.moveaxis(a, d, 0)
+        for a, d in zip(args, dims, strict=True)
+    ]
+    b, B, n = moved[-1].shape
+    out = _sort_order_p.bind(*(a.reshape(b * B, n) for a in moved))
+    return out.reshape(b, B, n), 0
+
+
+def _sort_order_jvp(primals, tangents):
+    # an order is integer: no tangent (JAX calls this only if a key or score carries one)
+    out = _sort_order_p.bind(*primals)
+    return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+
+
+_sort_order_p = jax.extend.core.Primitive("jaxrank_sort_order")
+_sort_order_p.def_abstract_eval(
+    lambda *args: jax.core.ShapedArray(args[-1].shape, jnp.dtype(jnp.int32))
+)
+_sort_order_p.def_impl(jax.jit(lambda *args: _sort_order_p.bind(*args)))
+_LOWER_DEVICE = mlir.lower_fun(_device_order, multiple_results=False)
+_LOWER_HOST = mlir.lower_fun(_host_order, multiple_results=False)
+mlir.register_lowering(_sort_order_p, _LOWER_DEVICE)
+mlir.register_lowering(_sort_order_p, _sort_order_cpu_lowering, platform="cpu")
+batching.primitive_batchers[_sort_order_p] = _sort_order_batch
+ad.primitive_jvps[_sort_order_p] = _sort_order_jvp
 
 
 def _value_grad_windows(s, pos, keep, seg, w, loss, unbounded):
@@ -400,6 +444,14 @@ def _arguments(scores, labels, where, weights, segments):
     # per ranking whether a traced input is invalid (negative or NaN weight of a kept entry)
     s = _float_scores(scores)
     shape = s.shape
+    if not isinstance(shape[-1], (int, np.integer)):
+        # jax.export with a symbolic length: the sort would take it, the windows' searches and
+        # blocked sums fix their passes from n
+        raise ValueError(
+            f"the score length must be a fixed number, got the symbolic {shape[-1]!r}: export "
+            "for one padded length and mask the padding with where= (leading axes may be "
+            "symbolic)."
+        )
     if shape[-1] == 0:
         raise ValueError("scores has no entries (last axis of length 0).")
     labels = _broadcast("labels", labels, shape)
