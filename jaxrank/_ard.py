@@ -91,7 +91,7 @@ def univariate_scales(X, pos, groups) -> np.ndarray:
 
 
 def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, key, dtype,
-                max_iter: int = 100):  # fmt: skip
+                max_iter: int = 100, start=None):  # fmt: skip
     """Stage 2 of the module notes: the tuned per-column scales and λ.
 
     The members are the search's folds over at most :data:`MAX_ROWS` rows (every rare row up
@@ -107,6 +107,8 @@ def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, k
       policy_basis: ``f(X_rows, pos_rows, key) -> indices`` of a member's basis.
       sigma2, lam: the isotropic search's pick.
       key: ``jax.random.key``; ``dtype``: the fits' dtype; ``max_iter``: Newton steps cap.
+      start: ``(G,)`` start weights (then no isotropic candidate: the caller chose the start);
+        ``None``: :func:`start_weights` with the isotropic kernel as a candidate.
 
     Returns:
       ``(scales, lam, result, kept)``: per-column scales, λ, the
@@ -128,9 +130,7 @@ def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, k
     bases = []
     for f, tr in enumerate(trains):
         bases.append(tr[policy_basis(X[tr], pos[tr], _random.fold_in(key, f))])
-    w = univariate_scales(X * base, pos, groups)
-    # the start at the isotropic kernel's heuristic σ² (the search's σ² factor carries over)
-    w *= np.sqrt(sigma2_heuristic(X * base) / sigma2_heuristic(X * base * w[groups]))
+    w = start_weights(X, pos, groups, base) if start is None else np.asarray(start, np.float64)
     # every shape on a ladder (rows, columns, groups, basis, held-out rows, class sizes): data
     # sets of similar sizes share the compiled step; padded rows are in no member, padded
     # columns are 0 (they move no distance) in a group of their own
@@ -176,12 +176,20 @@ def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, k
     res = _tune.tune(
         as_params(np.log(w)), data, sizes=sizes, optimizer=_optimizer(), steps=STEPS,
         patience=PATIENCE, max_iter=max_iter, tol=1e-4, implicit=IMPLICIT,
-        candidates=[as_params(np.zeros(w.size))],
+        candidates=[as_params(np.zeros(w.size))] if start is None else [],
     )  # fmt: skip
-    kept = ("isotropic", "univariate")[res.best_step] if res.best_step < 2 else "tuned"
+    labels = ("isotropic", "univariate") if start is None else ("start",)
+    kept = labels[res.best_step] if res.best_step < len(labels) else "tuned"
     log_s = np.asarray(res.params.log_scales, np.float64)
     scales = (base * np.exp(log_s)[groups])[:d]
     return scales, float(np.exp(np.float64(res.params.log_lam))), res, kept
+
+
+def start_weights(X, pos, groups, base) -> np.ndarray:
+    """:func:`univariate_scales` of the rows ``X · base``, scaled so that the σ² heuristic of the
+    reweighted rows equals the isotropic one's (a σ² factor means the same on both)."""
+    w = univariate_scales(X * base, pos, groups)
+    return w * np.sqrt(sigma2_heuristic(X * base) / sigma2_heuristic(X * base * w[groups]))
 
 
 def _pow2(n: int) -> int:

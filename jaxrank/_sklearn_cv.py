@@ -117,9 +117,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         (:func:`jaxrank.kernels.binary_scales`: a column with two distinct values, a one-hot
         dummy standardised or not, has its two values 1 apart); ``"isotropic"``: the plain
         Gaussian on X as given; ``"ard"``: one learned scale per column or per group of
-        ``feature_groups`` (:class:`jaxrank.kernels.ARDGaussian`), tuned after the search by
-        implicit gradients of a held-out smoothed AUC from a univariate-AUC start, shrunk toward
-        the isotropic kernel, the step judged on a fold the gradient never saw
+        ``feature_groups`` (:class:`jaxrank.kernels.ARDGaussian`): σ² × λ searched with the
+        univariate-AUC start beside the isotropic search, the better on the same folds tuned by
+        implicit gradients of a held-out smoothed AUC, shrunk toward the isotropic kernel, the
+        step judged on a fold the gradient never saw
         (:mod:`jaxrank.tune`; docs/choosing-a-model.md says when it pays).
       extend_edges: while the pick lies on the widest σ² or the smallest λ searched, search
         one step further (σ² × 4, λ / 4) up to ``max_sigma2_factor`` × the heuristic and
@@ -143,9 +144,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
       feature_scales_: ``(d,)`` what multiplies each column inside the kernel,
         ``k(u, v) = exp(−‖(u − v) ⊙ feature_scales_‖²)``: which columns the ranker uses
         (with ``kernel="ard"`` the learned ones; else the binary-aware scales over σ).
-      ard_: ``None``, or with ``kernel="ard"`` what the tuner did: ``kept`` (``"isotropic"``,
-        ``"univariate"`` or ``"tuned"``), ``lam``, ``steps``, ``best_step``, ``stop_auc``
-        (the stopping fold's AUC at each step).
+      ard_: ``None``, or with ``kernel="ard"`` what it did: ``start`` (``"isotropic"`` or
+        ``"univariate"``: the search that won on the same folds), ``kept`` (``"start"`` or
+        ``"tuned"``), ``lam``, ``steps``, ``best_step``, ``stop_auc`` (the stopping fold's AUC
+        at each step).
       classes_, pos_label_, threshold_, n_iter_, n_features_in_: as in
         :class:`jaxrank.sklearn.RankRCClassifier` (``predict(X) ==
         classes_[(decision_function(X) > 0).astype(int)]``).
@@ -251,9 +253,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         b, s, j = pick
         lam = float(search.lams[j])
         if self.kernel == "ard":
-            scales, lam = self._fit_ard(
-                X, pos, scales, groups, (search, pick, heuristic), policies, sopts
+            scales, lam, search, pick, heuristic = self._fit_ard(
+                X, pos, scales, groups, (search, pick, heuristic), lams, fac, policies, sopts
             )
+            b, s, j = pick
         sigma2s, fac = search.sigma2s, search.sigma2s / heuristic
         # in the search's compiled program (same floors, warm path): no new compilation
         self.model_, idx = _cv.refit(
@@ -310,28 +313,34 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 pick = _cv.keep_narrower(search, pick, new, n_new)
         return search, pick, heuristic
 
-    def _fit_ard(self, X, pos, scales, groups, iso, policies, sopts):
-        """``kernel="ard"`` (:mod:`jaxrank._ard`): from the isotropic search's pick ``iso``,
-        the scales and λ tuned by implicit gradients from the univariate start. Returns the
-        per-column scales and λ."""
-        search, (b, s, j), _ = iso
+    def _fit_ard(self, X, pos, scales, groups, iso, lams, fac, policies, sopts):
+        """``kernel="ard"`` (:mod:`jaxrank._ard`): the univariate start searched beside the
+        isotropic pick ``iso`` and kept when it wins on the same folds, then the scales and λ
+        tuned by implicit gradients from the winner. Returns ``(scales, lam, search, pick,
+        heuristic)``."""
         base = np.ones(X.shape[1]) if scales is None else np.asarray(scales, np.float64)
-        _, held = _cv.fold_rows(pos, sopts["folds"], key=sopts["key"])
+        w = _ard.start_weights(X, pos, groups, base)
+        start = self._search(X, pos, base * w[groups], lams, fac, policies, sopts)
+        (s_iso, p_iso, _), (s_st, p_st, _) = iso, start
+        fold_auc = lambda t, p: t.cv_auc[p[0], p[1], :, p[2]]
+        use_start = bool(np.mean(fold_auc(s_st, p_st) - fold_auc(s_iso, p_iso)) > 0)
+        search, (b, s, j), heuristic = start if use_start else iso
+        w = w if use_start else np.ones_like(w)
         lam = float(search.lams[j])
-        if len(held) < 3:  # no fold left for the stop: the isotropic pick
-            self.ard_ = {"start": "isotropic", "lam": lam, "steps": 0, "best_step": 0}
-            return base, lam
+        _, held = _cv.fold_rows(pos, sopts["folds"], key=sopts["key"])
+        self.ard_ = {"start": "univariate" if use_start else "isotropic", "kept": "start",
+                     "lam": lam, "steps": 0, "best_step": 0}  # fmt: skip
+        if len(held) < 3:  # no fold left for the stop: the start
+            return base * w[groups], lam, search, (b, s, j), heuristic
         out, lam, res, kept = _ard.tune_scales(
-            X, pos, held_rows=held, groups=groups, base=base,
+            X, pos, held_rows=held, groups=groups, base=base, start=w,
             policy_basis=_cv.policy_basis(policies[b], int(search.min_basis[s])),
             sigma2=float(search.sigma2s[s]), lam=lam, key=_cv.basis_key(sopts["key"]),
             dtype=np.dtype(self.dtype), max_iter=self.max_iter,
         )  # fmt: skip
-        self.ard_ = {
-            "kept": kept, "lam": lam, "steps": len(res.history) - 1,
-            "best_step": res.best_step, "stop_auc": res.stop_scores.tolist(),
-        }  # fmt: skip
-        return out, lam
+        self.ard_.update(kept=kept, lam=lam, steps=len(res.history) - 1,
+                         best_step=res.best_step, stop_auc=res.stop_scores.tolist())  # fmt: skip
+        return out, lam, search, (b, s, j), heuristic
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -265,7 +265,7 @@ def test_estimator_kernels_and_feature_scales():
     assert isinstance(ard.model_.kernel, ARDGaussian)
     fs = ard.feature_scales_
     assert fs.shape == (7,) and np.all(fs >= 0)
-    assert ard.ard_["kept"] in ("isotropic", "univariate", "tuned")
+    assert ard.ard_["kept"] in ("start", "tuned") and ard.ard_["start"] in ("isotropic", "univariate")
     # one scale per group: the one-hot columns of one variable share the learned factor
     ratio = fs[4:] / base.feature_scales_[4:]
     np.testing.assert_allclose(ratio / ratio[0], 1.0, rtol=1e-6)
