@@ -35,8 +35,10 @@ import math
 from typing import Any, NamedTuple
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
+from jax.interpreters import ad, batching, mlir
 
 from jaxrank import kernels as _kernels
 from jaxrank import losses as _losses
@@ -372,6 +374,51 @@ def _pair_value(fp, fn, loss, n_pos, n_neg):
     return jnp.sum(lin + quad)
 
 
+_SECOND_ORDER = (
+    "fit_core's implicit derivatives are differentiated once more only forward: the tangent "
+    "solve runs the objective's fused Hessian product, which JAX can neither transpose (reverse "
+    "over reverse: jax.grad of jax.grad, jax.hessian, jax.jacrev of a gradient) nor vmap once "
+    "differentiated (jax.hessian, jax.jacfwd of a gradient, a vmap of jax.jvp(jax.grad(f))). "
+    "Use forward over reverse, one direction per call: jax.jvp(jax.grad(f), (x,), (v,)) "
+    "(a Hessian column per direction v; docs/core.md)."
+)
+
+
+def _guard(tree):
+    """``tree`` unchanged; a tangent through it (a second derivative of the solve) may be
+    computed forward but neither transposed nor vmapped, with a message that says what to do:
+    JAX itself stops there with a bare ``AssertionError`` (issue 41 item 9)."""
+    return jax.tree.map(_guard_p.bind, tree)
+
+
+def _guard_batch(name):
+    def rule(args, dims):
+        if name == "tangent":
+            raise NotImplementedError(_SECOND_ORDER)
+        return _guard_p.bind(*args), dims[0]
+
+    return rule
+
+
+def _guard_transpose(ct, x):
+    raise NotImplementedError(_SECOND_ORDER)
+
+
+_guard_p = jax.extend.core.Primitive("jaxrank_core_guard")
+_guard_tangent_p = jax.extend.core.Primitive("jaxrank_core_guard_tangent")
+for _p, _kind in ((_guard_p, "primal"), (_guard_tangent_p, "tangent")):
+    _p.def_impl(lambda x: x)
+    _p.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(_p, mlir.lower_fun(lambda x: x, multiple_results=False))
+    batching.primitive_batchers[_p] = _guard_batch(_kind)
+ad.primitive_jvps[_guard_p] = lambda primals, tangents: (
+    _guard_p.bind(*primals),
+    _guard_tangent_p.bind(ad.instantiate_zeros(tangents[0])),
+)
+ad.deflinear(_guard_tangent_p, lambda ct: [_guard_transpose(ct, None)])
+del _p, _kind
+
+
 @_solution.defjvp
 def _solution_jvp(static: _Static, primals, tangents):
     theta, aux = primals
@@ -390,7 +437,10 @@ def _solution_jvp(static: _Static, primals, tangents):
         dth = (*dtheta[:3], dlam, dtheta[4])
         grad = lambda b, t: jax.grad(lambda b_: _objective(static, b_, t, aux, t[3]))(b)
         rhs = jax.jvp(lambda t: grad(beta, t), (th,), (dth,))[1]
-        _, hvp = layout.closures(K, Krr, lam, loss, static.block, False)
+        # the curvature product under guards: its second derivative by reverse over reverse
+        # or under vmap would fail inside JAX with a bare AssertionError (see _guard)
+        _, hvp_raw = layout.closures(*_guard((K, Krr, lam, loss)), static.block, False)
+        hvp = lambda lin, v: _guard(hvp_raw(_guard(lin), v))
         # the windows (and the curvature from them) are piecewise constant: taken at
         # gradient-stopped inputs, so that no transformation differentiates the pairwise sort
         # (second derivatives still stop at the Hessian product's custom_vmap: docs/core.md)
