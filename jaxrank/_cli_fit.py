@@ -175,7 +175,7 @@ def cmd_fit(args) -> int:
         raise ValueError("--n-basis applies to --basis random and greedy only.")
     if args.kappa is not None and args.basis != "greedy":
         raise ValueError("--kappa applies to --basis greedy only.")
-    if args.sigma2 is not None and args.kernel not in ("gaussian", "isotropic"):
+    if args.sigma2 is not None and args.kernel not in ("gaussian", "binary"):
         raise ValueError("--sigma2 is the Gaussian kernel's σ²; it needs --kernel gaussian.")
     if args.degree is not None and args.kernel != "poly":
         raise ValueError("--degree needs --kernel poly.")
@@ -215,10 +215,11 @@ def cmd_fit(args) -> int:
         mean, scale = standardizer(X)
     Xs = (X - mean) / scale
 
-    if args.kernel in ("gaussian", "isotropic"):
-        # binary-aware (kernels.binary_scales, as jaxrank.fit and the estimators): a dummy
-        # column moves a squared distance by 0 or 1, whatever the standardisation made of it
-        scales = kernels.binary_scales(Xs) if args.kernel == "gaussian" else None
+    if args.kernel in ("gaussian", "binary"):
+        # binary: kernels.binary_scales on the standardised training rows (the rule of
+        # jaxrank.fit(kernel="binary") and the estimators): a dummy column moves a squared
+        # distance by 0 or 1, whatever the standardisation made of it
+        scales = kernels.binary_scales(Xs) if args.kernel == "binary" else None
         kernel = (
             kernels.gaussian(args.sigma2) if scales is None else kernels.ard(args.sigma2, scales)
         )

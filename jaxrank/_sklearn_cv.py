@@ -51,9 +51,16 @@ DEFAULT_SIGMA2_FACTORS = (0.25, 1.0, 4.0, 16.0)
 MAX_SIGMA2_FACTOR = 256.0
 #: ... and λ down to 2^-24 (two steps of 4 past the paper's grid).
 MIN_LAM = 2.0**-24
-#: Kernels of the search: the binary-aware Gaussian (default), the plain isotropic one, and the
-#: ARD Gaussian with learned per-column scales.
-KERNELS = ("gaussian", "isotropic", "ard")
+#: Kernels of the search: ``"auto"`` (the plain Gaussian and, where X has two-valued columns, the
+#: binary-aware one, the better on the same folds), ``"gaussian"`` (plain), ``"binary"``
+#: (binary-aware), ``"ard"`` (learned per-column scales on top of the ``"auto"`` choice).
+KERNELS = ("auto", "gaussian", "binary", "ard")
+
+
+def _paired_gain(search_a, pick_a, search_b, pick_b) -> float:
+    """Mean over the (same) folds of the held-out AUC of pick ``a`` minus pick ``b``."""
+    fold_auc = lambda t, p: t.cv_auc[p[0], p[1], :, p[2]]
+    return float(np.mean(fold_auc(search_a, pick_a) - fold_auc(search_b, pick_b)))
 
 
 @estimator_params
@@ -113,10 +120,13 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         one standard error of the paired differences (:func:`jaxrank._cv.search_narrower`,
         :func:`jaxrank._cv.keep_narrower`; measured in the notes of :mod:`jaxrank._cv`).
         ``False``: the σ² grid as given.
-      kernel: ``"gaussian"`` (default): the Gaussian on binary-aware distances
-        (:func:`jaxrank.kernels.binary_scales`: a column with two distinct values, a one-hot
-        dummy standardised or not, has its two values 1 apart); ``"isotropic"``: the plain
-        Gaussian on X as given; ``"ard"``: one learned scale per column or per group of
+      kernel: ``"auto"`` (default): the plain Gaussian on X as given and, where X has a column
+        with two distinct values off the unit spread, also the binary-aware Gaussian
+        (:func:`jaxrank.kernels.binary_scales`: such a column, a one-hot dummy standardised or
+        not, has its two values 1 apart), each searched over σ² × λ on the same folds, the
+        better mean held-out AUC kept (``kernel_choice_``); ``"gaussian"``: the plain one only;
+        ``"binary"``: the binary-aware one only; ``"ard"``: one learned scale per column or
+        per group of
         ``feature_groups`` (:class:`jaxrank.kernels.ARDGaussian`): σ² × λ searched with the
         univariate-AUC start beside the isotropic search, the better on the same folds tuned by
         implicit gradients of a held-out smoothed AUC, shrunk toward the isotropic kernel, the
@@ -141,6 +151,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         ``split{k}_test_score``, ``mean_test_score``, ``std_test_score``, ``rank_test_score``
         (held-out AUC, as scikit-learn's searches name them).
       n_folds_: folds used; ``search_seconds_``: wall time of the search.
+      kernel_choice_: ``"gaussian"`` or ``"binary"``: the distances the model uses.
       feature_scales_: ``(d,)`` what multiplies each column inside the kernel,
         ``k(u, v) = exp(−‖(u − v) ⊙ feature_scales_‖²)``: which columns the ranker uses
         (with ``kernel="ard"`` the learned ones; else the binary-aware scales over σ).
@@ -178,7 +189,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     dtype: str = "float32"
     search_tol: float = 1e-4
     extend_sigma2: bool = True
-    kernel: str = "gaussian"
+    kernel: str = "auto"
     extend_edges: bool = True
     max_sigma2_factor: float = MAX_SIGMA2_FACTOR
     min_lam: float = MIN_LAM
@@ -242,13 +253,22 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         # binary-aware distances (kernels.binary_scales): a dummy column, standardised or
         # not, moves a squared distance by 0 or 1
-        scales = None if self.kernel == "isotropic" else _kernels.binary_scales(X)
+        binary = None if self.kernel == "gaussian" else _kernels.binary_scales(X)
         groups = _ard.check_groups(self.feature_groups, X.shape[1])
         opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
                     dtype=self.dtype)  # fmt: skip
         tol = self.tol if self.search_tol is None else self.search_tol
         sopts = dict(folds=folds, key=key, **{**opts, "tol": tol})
+        scales = binary if self.kernel == "binary" else None
         search, pick, heuristic = self._search(X, pos, scales, lams, fac, policies, sopts)
+        self.kernel_choice_ = "binary" if scales is not None else "gaussian"
+        if binary is not None and self.kernel in ("auto", "ard"):
+            # both distances on the same folds: a dummy column may own the distance (one-hot
+            # data) or carry the signal (a rare measured value): the folds decide
+            other = self._search(X, pos, binary, lams, fac, policies, sopts)
+            if _paired_gain(other[0], other[1], search, pick) > 0:
+                (search, pick, heuristic), scales = other, binary
+                self.kernel_choice_ = "binary"
         self.ard_ = None
         b, s, j = pick
         lam = float(search.lams[j])
@@ -321,9 +341,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         base = np.ones(X.shape[1]) if scales is None else np.asarray(scales, np.float64)
         w = _ard.start_weights(X, pos, groups, base)
         start = self._search(X, pos, base * w[groups], lams, fac, policies, sopts)
-        (s_iso, p_iso, _), (s_st, p_st, _) = iso, start
-        fold_auc = lambda t, p: t.cv_auc[p[0], p[1], :, p[2]]
-        use_start = bool(np.mean(fold_auc(s_st, p_st) - fold_auc(s_iso, p_iso)) > 0)
+        use_start = _paired_gain(start[0], start[1], iso[0], iso[1]) > 0
         search, (b, s, j), heuristic = start if use_start else iso
         w = w if use_start else np.ones_like(w)
         lam = float(search.lams[j])

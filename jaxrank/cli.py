@@ -370,9 +370,9 @@ def _parser() -> argparse.ArgumentParser:
         "to choose λ, then refit on all rows (default 0.25)",
     )
     p_fit.add_argument(
-        "--kernel", choices=("gaussian", "isotropic", "linear", "poly"), default="gaussian",
-        help="kernel k(u, v) (default gaussian, exp(-|u - v|^2 / sigma2) with every two-valued "
-        "column's values 1 apart; isotropic: the same without that rescaling)",
+        "--kernel", choices=("gaussian", "binary", "linear", "poly"), default="gaussian",
+        help="kernel k(u, v) (default gaussian, exp(-|u - v|^2 / sigma2); binary: the same with "
+        "every two-valued column's values 1 apart, so one-hot dummies do not own the distance)",
     )  # fmt: skip
     p_fit.add_argument(
         "--sigma2",

@@ -828,10 +828,11 @@ def fit(
 
 
 def _resolve_kernel(kernel, X):
-    """:func:`jaxrank.kernels.resolve_kernel` over every process's rows (a collective): the
-    default Gaussian binary-aware, σ² and missing ARD scales from all rows."""
-    default = kernel is None or (isinstance(kernel, str) and kernel in ("gaussian", "rbf", "ard"))
-    if default:
+    """:func:`jaxrank.kernels.resolve_kernel` over every process's rows (a collective): σ², the
+    binary-aware scales (``"binary"``) and missing ARD scales from all rows."""
+    if kernel is None or (isinstance(kernel, str) and kernel in ("gaussian", "rbf")):
+        kernel = _kernels.Gaussian()
+    elif isinstance(kernel, str) and kernel in ("binary", "ard"):
         scales = binary_scales(X)
         if scales is None and kernel == "ard":
             scales = np.ones(np.shape(X)[1])

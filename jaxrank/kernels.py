@@ -330,8 +330,9 @@ def binary_scales(X) -> np.ndarray | None:
     """The binary-aware column scales: ``1/(hi − lo)`` for a column with exactly two distinct
     values ``lo < hi`` (a 0/1 dummy, before or after a scaler), 1 for every other column.
 
-    The default Gaussian kernel measures distances on ``x ⊙ s`` with these scales, so a dummy
-    column contributes 0 or 1 to a squared distance whatever a scaler made of it. A standardised
+    The binary-aware Gaussian (``kernel="binary"``; ``RankRCClassifierCV`` searches it beside
+    the plain one) measures distances on ``x ⊙ s`` with these scales, so a dummy column
+    contributes 0 or 1 to a squared distance whatever a scaler made of it. A standardised
     dummy with 2 % ones takes the values −0.14 and 7.0: one such difference (51) outweighs 15
     standardised continuous columns together (expected squared difference 2 each), and the σ²
     heuristic then blurs every other column away (docs/choosing-a-model.md).
@@ -496,8 +497,10 @@ def check_kernel(kernel: Kernel, X, dtype) -> None:
 
 def _resolve(kernel: Kernel | str | None, X) -> Kernel:
     if kernel is None or kernel == "gaussian" or kernel == "rbf":
-        # the default Gaussian is binary-aware (binary_scales): isotropic when X has no
-        # two-valued column off the unit spread; an explicit Gaussian() object stays isotropic
+        kernel = Gaussian()
+    elif kernel == "binary":
+        # the binary-aware Gaussian (binary_scales); the plain one when X has no two-valued
+        # column off the unit spread
         scales = binary_scales(X)
         kernel = Gaussian() if scales is None else ARDGaussian(scales=scales)
     elif kernel == "ard":
@@ -508,8 +511,8 @@ def _resolve(kernel: Kernel | str | None, X) -> Kernel:
         kernel = Polynomial()
     elif isinstance(kernel, str):
         raise ValueError(
-            f"unknown kernel {kernel!r}; use 'gaussian', 'ard', 'linear', 'polynomial' or a "
-            "kernel object."
+            f"unknown kernel {kernel!r}; use 'gaussian', 'binary', 'ard', 'linear', 'polynomial' "
+            "or a kernel object."
         )
     if not isinstance(kernel, Gaussian | Linear | Polynomial):
         raise ValueError(f"kernel must be a jaxrank kernel or a name, got {type(kernel)!r}.")

@@ -74,18 +74,20 @@ def test_binary_scales_rule():
     assert kernels.binary_scales(X[:, [0]]) is None
 
 
-def test_default_kernel_is_binary_aware_and_explicit_gaussian_is_not(data):
+def test_binary_kernel_and_the_plain_default(data):
+    """``kernel="binary"`` rescales the two-valued columns (an ARD kernel holding the scales);
+    the default Gaussian stays the paper's plain one."""
     X, pos = data
     rng = np.random.default_rng(1)
     Xb = np.c_[X, 7.0 * (rng.random(X.shape[0]) < 0.1)]
-    for kernel in (None, "gaussian", "rbf"):
-        k = kernels.resolve_kernel(kernel, Xb)
-        assert isinstance(k, ARDGaussian)
-        np.testing.assert_allclose(k.scales, [1, 1, 1, 1, 1, 1 / 7])
-        np.testing.assert_allclose(k.sigma2, kernels.sigma2_heuristic(Xb * k.scales))
-    assert type(kernels.resolve_kernel(kernels.gaussian(), Xb)) is Gaussian
-    assert type(kernels.resolve_kernel(None, X)) is Gaussian  # no binary column: as before
-    m = jaxrank.fit_rankrc(Xb, pos, 1e-2)
+    k = kernels.resolve_kernel("binary", Xb)
+    assert isinstance(k, ARDGaussian)
+    np.testing.assert_allclose(k.scales, [1, 1, 1, 1, 1, 1 / 7])
+    np.testing.assert_allclose(k.sigma2, kernels.sigma2_heuristic(Xb * k.scales))
+    for kernel in (None, "gaussian", kernels.gaussian()):
+        assert type(kernels.resolve_kernel(kernel, Xb)) is Gaussian
+    assert type(kernels.resolve_kernel("binary", X)) is Gaussian  # no two-valued column
+    m = jaxrank.fit_rankrc(Xb, pos, 1e-2, kernel="binary")
     assert isinstance(m.kernel, ARDGaussian)
 
 
@@ -257,17 +259,24 @@ def test_estimator_kernels_and_feature_scales():
     X = (X - X.mean(0)) / X.std(0)
     groups = [0, 1, 2, 3, 4, 4, 4]
     kw = dict(cv=3, random_state=0, lams=2.0 ** np.arange(-10, 3, 4), dtype="float64")
-    base = RankRCClassifierCV(**kw).fit(X, y)
+    base = RankRCClassifierCV(kernel="binary", **kw).fit(X, y)
     assert isinstance(base.model_.kernel, ARDGaussian)  # binary-aware: the one-hot columns
-    iso = RankRCClassifierCV(kernel="isotropic", **kw).fit(X, y)
-    assert type(iso.model_.kernel) is Gaussian
+    iso = RankRCClassifierCV(kernel="gaussian", **kw).fit(X, y)
+    assert type(iso.model_.kernel) is Gaussian and iso.kernel_choice_ == "gaussian"
+    auto = RankRCClassifierCV(**kw).fit(X, y)  # both searched: the better on the same folds
+    pick = base if auto.kernel_choice_ == "binary" else iso
+    assert auto.best_params_ == pick.best_params_
+    np.testing.assert_allclose(auto.decision_function(X), pick.decision_function(X))
     ard = RankRCClassifierCV(kernel="ard", feature_groups=groups, **kw).fit(X, y)
     assert isinstance(ard.model_.kernel, ARDGaussian)
     fs = ard.feature_scales_
     assert fs.shape == (7,) and np.all(fs >= 0)
-    assert ard.ard_["kept"] in ("start", "tuned") and ard.ard_["start"] in ("isotropic", "univariate")
+    assert ard.ard_["kept"] in ("start", "tuned") and ard.ard_["start"] in (
+        "isotropic",
+        "univariate",
+    )
     # one scale per group: the one-hot columns of one variable share the learned factor
-    ratio = fs[4:] / base.feature_scales_[4:]
+    ratio = fs[4:] / (base if ard.kernel_choice_ == "binary" else iso).feature_scales_[4:]
     np.testing.assert_allclose(ratio / ratio[0], 1.0, rtol=1e-6)
     assert ard.decision_function(X).shape == (m,)
     with pytest.raises(ValueError, match="kernel must be one of"):
@@ -277,9 +286,10 @@ def test_estimator_kernels_and_feature_scales():
 
 
 def test_cli_fits_saves_loads_and_scores_a_binary_aware_model(tmp_path, capsys):
-    """The command line standardises, so a dummy column comes out far from 0/1: its model is
-    the binary-aware Gaussian (an ARD kernel), saved, loaded and scored like any other, equal to
-    jaxrank.fit with the same kernel on the same standardised rows."""
+    """The command line standardises, so a dummy column comes out far from 0/1: with
+    ``--kernel binary`` its model is the binary-aware Gaussian (an ARD kernel), saved, loaded
+    and scored like any other, equal to jaxrank.fit with the same kernel on the same
+    standardised rows."""
     from jaxrank import _cli_modelfile, cli
 
     rng = np.random.default_rng(0)
@@ -289,7 +299,8 @@ def test_cli_fits_saves_loads_and_scores_a_binary_aware_model(tmp_path, capsys):
     path = tmp_path / "d.csv"
     np.savetxt(path, np.c_[X, y], delimiter=",", header="a,b,c,dummy,label", comments="")
     out = tmp_path / "m.npz"
-    argv = ["fit", path, "--target", "label", "--lam", "0.01", "--dtype", "float64", "-o", out]
+    argv = ["fit", path, "--target", "label", "--lam", "0.01", "--dtype", "float64", "-o", out,
+            "--kernel", "binary"]  # fmt: skip
     assert cli.main([str(a) for a in argv]) == 0
     assert "1 column(s) rescaled" in capsys.readouterr().out
     mf = _cli_modelfile.load_model_file(out)

@@ -36,7 +36,9 @@ def data():
 def _est(**kw):
     from jaxrank.sklearn import RankRCClassifierCV
 
-    opts = dict(lams=LAMS, sigma2_factors=FACTORS, cv=CV, min_basis=MIN_BASIS, random_state=0)
+    # the σ² grid as given (the edge extension has its tests in test_ard.py)
+    opts = dict(lams=LAMS, sigma2_factors=FACTORS, cv=CV, min_basis=MIN_BASIS, random_state=0,
+                extend_edges=False)  # fmt: skip
     return RankRCClassifierCV(**{**opts, **kw})
 
 
@@ -164,7 +166,7 @@ def test_cv_table_matches_direct_fits(data, fitted):
     fold = stratified_folds(pos, CV, key=k_fold)
     tr = _cv.equal_folds(fold, pos, key=k_trim)[1]
     te = np.flatnonzero(fold == 1)
-    idx = _cv.auto_basis(X[tr], pos[tr], key=jax.random.fold_in(_cv._basis_key(key), 1),
+    idx = _cv.auto_basis(X[tr], pos[tr], key=jax.random.fold_in(_cv.basis_key(key), 1),
                          min_basis=MIN_BASIS)  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", jaxrank.ConvergenceWarning)
@@ -340,8 +342,8 @@ def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypat
     table = _cv.CVSearch(("auto",), None, res["param_sigma2"][::L], LAMS, folds, mean, mean * 0,
                          0.0)  # fmt: skip
     base = _cv.choose(mean[:, n_new:], mean[:, n_new:] * 0, LAMS, table.sigma2s[n_new:],
-                      "smooth_grid")  # fmt: skip
-    merged = _cv.choose(mean, mean * 0, LAMS, table.sigma2s, "smooth_grid")
+                      est.rule)  # fmt: skip
+    merged = _cv.choose(mean, mean * 0, LAMS, table.sigma2s, est.rule)
     want_pick = _cv.keep_narrower(table, base, merged, n_new)
     assert est.best_index_ == np.ravel_multi_index(want_pick, shape)
     bp = est.best_params_
@@ -370,10 +372,10 @@ def test_estimator_conventions(data, fitted):
     i = est.best_index_
     assert res["mean_test_score"][i] == est.best_score_
     # the default rule's pick from the table (smoothed, so not always the raw maximum)
-    assert est.rule == "smooth_grid"
+    assert est.rule == "smooth_mirror"
     table = np.asarray(res["mean_test_score"]).reshape(2, len(FACTORS), len(LAMS))
     s2 = res["param_sigma2"][:: len(LAMS)][: len(FACTORS)]
-    pick = _cv.choose(table, np.zeros_like(table), LAMS, s2, "smooth_grid")
+    pick = _cv.choose(table, np.zeros_like(table), LAMS, s2, "smooth_mirror")
     assert i == np.ravel_multi_index(pick, table.shape)
     # ranks are by raw mean (scikit-learn's); the smoothed pick need not hold rank 1
     mean = res["mean_test_score"]

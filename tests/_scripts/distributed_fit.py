@@ -47,10 +47,10 @@ cases = {
     "random": dict(lam=lams, basis="random", key=jax.random.key(5), n_basis=60),
     "streamed": dict(lam=lams, max_kernel_bytes=1),
     "float32": dict(lam=1e-2, dtype=np.float32, tol=1e-5),
-    # the ARD kernel (σ² from every process's rescaled rows), and the binary-aware default on
+    # the ARD kernel (σ² from every process's rescaled rows), and the binary-aware kernel on
     # rows with a dummy column (its two values found over every process)
     "ard": dict(lam=lams, kernel=jaxrank.kernels.ard(None, [1.0, 0.3, 2.0, 0.0, 1.2])),
-    "binary": dict(lam=lams, X=np.c_[X, 3.0 * (X[:, 0] > 0.4) - 1.0]),
+    "binary": dict(lam=lams, X=np.c_[X, 3.0 * (X[:, 0] > 0.4) - 1.0], kernel="binary"),
 }
 res = {}
 for name, kw in cases.items():
