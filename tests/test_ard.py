@@ -184,6 +184,7 @@ def test_heldout_loss_gradient_equals_finite_differences(data):
             np.testing.assert_allclose(got, float(fd), rtol=1e-6)
 
 
+@pytest.mark.slow  # a compiled tuner step and ten steps: ~50 s on 2 cores
 def test_tune_moves_toward_informative_columns():
     """One informative column and four of pure noise: the tuned log-scale of the informative
     column ends above every noise column's, the gradient members' smoothed AUC rises, and the
@@ -245,6 +246,7 @@ def test_search_edges_extends_until_interior_or_limit(data):
     np.testing.assert_allclose(out.cv_auc[:, 2:3, :, np.isin(ll, lams)], again.cv_auc)
 
 
+@pytest.mark.slow  # five searches and a compiled tuner: ~2 min on 2 cores
 def test_estimator_kernels_and_feature_scales():
     sk = pytest.importorskip("sklearn")
     del sk
