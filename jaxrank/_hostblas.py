@@ -27,15 +27,24 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 
 
 @functools.cache
 def _controller():
+    # importing threadpoolctl sets KMP_DUPLICATE_LIB_OK=True in os.environ (a setdefault at
+    # its import, for Intel's OpenMP runtime loaded twice); a fit is not to change the user's
+    # environment, so a value it adds is taken out again (issue 41 item 12). Importing
+    # scikit-learn does the same, which the estimators cannot avoid.
+    had = "KMP_DUPLICATE_LIB_OK" in os.environ
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:  # optional: scikit-learn installs it
         return None
+    finally:
+        if not had:
+            os.environ.pop("KMP_DUPLICATE_LIB_OK", None)
     try:
         # XLA:CPU's LAPACK calls (the fit's Cholesky and eigensolves, jaxrank._fitting) run on
         # the OpenBLAS that scipy bundles, which jaxlib loads on its first linear-algebra op:
