@@ -38,6 +38,7 @@ from jaxrank import (
     select,
     solver,
     stochastic,
+    tune,
 )
 from jaxrank._cache import (
     CompilationCacheWarning,
@@ -50,7 +51,7 @@ from jaxrank.dopmid import fit_dopmid
 from jaxrank.fit import ConvergenceWarning, RankModel, fit, fit_rankrc, fit_ranksvm
 from jaxrank.greedy import fit_greedy
 from jaxrank.io import load
-from jaxrank.kernels import Gaussian, Linear, MemoryBudgetError, Polynomial
+from jaxrank.kernels import ARDGaussian, Gaussian, Linear, MemoryBudgetError, Polynomial
 from jaxrank.l1 import fit_l1
 from jaxrank.mibc import fit_mibc
 from jaxrank.multilevel import fit_multilevel
@@ -62,6 +63,7 @@ from jaxrank.solver import SolverInfo, Status
 from jaxrank.stochastic import fit_rankrc_stochastic
 
 __all__ = [
+    "ARDGaussian",
     "CompilationCacheWarning",
     "ConvergenceWarning",
     "Gaussian",
@@ -109,6 +111,7 @@ __all__ = [
     "set_compilation_cache",
     "solver",
     "stochastic",
+    "tune",
 ]
 
 
