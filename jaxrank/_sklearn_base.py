@@ -131,6 +131,9 @@ class KernelRankerParams(BaseEstimator):
     def _kernel(self):
         if self.sigma2 is None:
             return self.kernel
+        if self.kernel in ("binary", "ard"):
+            # the scales from the training rows at fit time (kernels.binary_scales), σ² given
+            return _kernels.ARDGaussian(sigma2=_kernels.gaussian(self.sigma2).sigma2)
         if self.kernel not in ("gaussian", "rbf"):
             raise ValueError(
                 f"sigma2 is the Gaussian kernel's σ²; it cannot be set with kernel={self.kernel!r}."
@@ -158,9 +161,10 @@ class KernelRankerParams(BaseEstimator):
 class RankClassifier(ClassifierMixin, KernelRankerParams):
     """Shared code of the jaxrank estimators; subclasses set ``_basis``.
 
-    Parameters are named as in :func:`jaxrank.fit`; ``kernel`` is ``"gaussian"``, ``"linear"``,
-    ``"polynomial"`` or a jaxrank kernel object, and ``sigma2`` (Gaussian only) is σ², ``None``
-    for the paper's heuristic on the training rows.
+    Parameters are named as in :func:`jaxrank.fit`; ``kernel`` is ``"gaussian"``, ``"binary"``
+    (binary-aware, :func:`jaxrank.kernels.binary_scales`), ``"linear"``, ``"polynomial"`` or a
+    jaxrank kernel object (e.g. :func:`jaxrank.kernels.ard`), and ``sigma2`` (Gaussian kinds
+    only) is σ², ``None`` for the paper's heuristic on the training rows.
     """
 
     _basis: ClassVar[str]  # "rare", "all" or "random": the basis argument of jaxrank.fit

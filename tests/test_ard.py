@@ -91,6 +91,24 @@ def test_binary_kernel_and_the_plain_default(data):
     assert isinstance(m.kernel, ARDGaussian)
 
 
+def test_plain_estimators_take_the_binary_and_ard_kernels(data):
+    pytest.importorskip("sklearn")
+    from jaxrank.sklearn import RankRCClassifier
+
+    X, pos = data
+    Xb = np.c_[X, 5.0 * (X[:, 0] > 0.8)]
+    y = pos.astype(int)
+    est = RankRCClassifier(kernel="binary", lam=1e-2).fit(Xb, y)
+    assert isinstance(est.model_.kernel, ARDGaussian)
+    np.testing.assert_allclose(est.model_.kernel.scales, [1, 1, 1, 1, 1, 0.2])
+    est = RankRCClassifier(kernel="binary", sigma2=3.0, lam=1e-2).fit(Xb, y)
+    assert est.model_.kernel.sigma2 == 3.0 and est.model_.kernel.scales[-1] == 0.2
+    k = kernels.ard(2.0, [1.0, 0.5, 0.5, 2.0, 1.0, 0.0])
+    est = RankRCClassifier(kernel=k, lam=1e-2).fit(Xb, y)
+    want = jaxrank.fit_rankrc(Xb, y, 1e-2, kernel=k, dtype="float32")  # the estimator's dtype
+    np.testing.assert_allclose(est.model_.coef, want.coef, rtol=1e-5, atol=1e-6)
+
+
 def test_ard_model_file_roundtrip_and_refusal(data, tmp_path):
     X, pos = data
     k = kernels.ard(4.0, np.array([1.0, 0.2, 3.0, 0.0, 1.0]))
