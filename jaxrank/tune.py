@@ -54,6 +54,12 @@ class TuneParams(NamedTuple):
       log_scales: ``(G,)`` log of one scale per group of columns.
       log_lam: log λ (scalar).
       log_sigma2: log σ² (scalar).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> p = TuneParams(jnp.zeros(3), jnp.log(jnp.asarray(1e-2)), jnp.asarray(0.0))
+      >>> p.log_scales.shape, round(float(jnp.exp(p.log_lam)), 4)
+      ((3,), 0.01)
     """
 
     log_scales: jax.Array
@@ -81,6 +87,10 @@ class TuneData(NamedTuple):
       anchor: ``(G,)`` the log-scales the shrinkage pulls toward.
       shrink: κ ≥ 0, the shrinkage weight.
       tau: the smoothing temperature of :func:`smooth_auc`.
+
+    Example (a whole one is built in :func:`tune`'s example):
+      >>> TuneData._fields[:5]
+      ('X', 'pos', 'train', 'held', 'held_valid')
     """
 
     X: jax.Array
@@ -169,6 +179,11 @@ def heldout_loss(params: TuneParams, data: TuneData, *, sizes, max_iter: int = 1
     Returns:
       ``(loss, (auc_tau, scores, status))``: the scalar ``J``, each member's smoothed AUC
       ``(k,)``, its held-out scores ``(k, H)`` and solver status ``(k,)``.
+
+    Example (:func:`tune`'s example builds the data; ``jax.grad`` differentiates it):
+      >>> import inspect
+      >>> [n for n in inspect.signature(heldout_loss).parameters][:3]
+      ['params', 'data', 'sizes']
     """
     static = (tuple(int(v) for v in sizes), int(max_iter), tol, implicit)
     member = functools.partial(_member_scores, params, data, static=static)
@@ -191,6 +206,12 @@ def tune_step(params, opt_state, data: TuneData, optimizer, *, sizes, max_iter=1
     Returns:
       ``(params, opt_state, loss, aux)`` with ``aux`` as in :func:`heldout_loss` at the
       parameters before the step.
+
+    Example (jitted, as :func:`tune` runs it):
+      >>> import functools, jax, optax
+      >>> step = jax.jit(functools.partial(tune_step, optimizer=optax.adam(0.1), sizes=(8, 64)))
+      >>> callable(step)
+      True
     """
     loss_fn = functools.partial(
         heldout_loss, sizes=sizes, max_iter=max_iter, tol=tol, implicit=implicit
@@ -214,6 +235,10 @@ class TuneResult(NamedTuple):
       best_step: that step (0: the start).
       history: per step ``(loss, mean smoothed AUC of the gradient members, stopping score)``.
       stop_scores: the stopping score of every step evaluated.
+
+    Example:
+      >>> TuneResult._fields
+      ('params', 'best_step', 'history', 'stop_scores')
     """
 
     params: TuneParams

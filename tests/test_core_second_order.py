@@ -11,6 +11,9 @@ import jaxrank
 from jaxrank.core import fit_core
 from jaxrank.kernels import Gaussian
 
+# ten minutes of second-order compilations on 2 cores: the slow run
+pytestmark = pytest.mark.slow
+
 F32_F64 = pytest.mark.parametrize("dt", [jnp.float32, jnp.float64])
 ADVICE = r"forward over reverse.*jax\.jvp\(jax\.grad\(f\)"
 

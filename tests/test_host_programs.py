@@ -82,7 +82,7 @@ def test_search_setup_runs_no_eager_programs(compiles):
     fold = stratified_folds(pos, 5, key=k_fold)
     train = _cv.equal_folds(fold, pos, key=k_trim)
     tr = train[0]
-    idx = bases.auto_basis(X[tr], pos[tr], key=_random.fold_in(_cv._basis_key(key), 0),
+    idx = bases.auto_basis(X[tr], pos[tr], key=_random.fold_in(_cv.basis_key(key), 0),
                            min_basis=61)  # fmt: skip
     assert idx.size == 61
     scores = rng.normal(size=(4, m)).astype(np.float32)
