@@ -129,7 +129,7 @@ SETS = {
 }
 #: columns dropped before anything else: {set: {column: reason}} (module docstring)
 DROP = {
-    "Males": {"nr": "person id (a panel: 545 men x 8 years)"},
+    "Males": {"nr": "person id; a panel of 545 men x 8 years"},
     "CreditCard": {
         "expenditure": "target leakage: 0 for every applicant refused a card",
         "share": "target leakage: expenditure / income",
@@ -397,6 +397,7 @@ def run_set(
     X, y, groups = data["X"], data["y"], data["groups"]
     runs = prior["runs"] if prior else []
     not_run = dict(prior.get("not_run", {})) if prior else {}
+    announced = False
     for split in range(splits):
         tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([SEED, split]))
         if split == len(runs):
@@ -410,6 +411,10 @@ def run_set(
             if meth == "svc-w" and tr.size > svc_max_rows:
                 not_run[meth] = f"{tr.size} training rows > {svc_max_rows} (SVC_MAX_ROWS)"
                 continue
+            if not announced:
+                print(f"\n{name}: {data['rows']} rows, d = {data['d']}, "
+                      f"{100 * data['rare_frac']:.1f} % rare", flush=True)  # fmt: skip
+                announced = True
             t0 = time.perf_counter()
             try:
                 with warnings.catch_warnings():
@@ -543,10 +548,17 @@ def markdown(result: dict) -> str:
     if not_run := {n: x["not_run"] for n, x in sets.items() if x.get("not_run")}:
         lines += ["Not run: " + "; ".join(f"{m} on {n} ({why})" for n, v in not_run.items()
                                           for m, why in v.items()) + ".", ""]  # fmt: skip
+    if (src := s.get("jaxrank") or {}).get("commit"):
+        lines += [f"jaxrank: a copy of commit {src['commit'][:12]} (`{src['path']}`), not the "
+                  "checkout of the run's `env`.", ""]  # fmt: skip
     stamps = sorted({r for x in sets.values() for v in x["mean"].values() for r in v["runs"]})
     if len(stamps) > 1:
-        lines += [f"Numbers from {len(stamps)} runs ({', '.join(stamps)}): the time ratios "
-                  "compare methods measured at different times.", ""]  # fmt: skip
+        mixed = [n for n, x in sets.items()
+                 if len({r for v in x["mean"].values() for r in v["runs"]}) > 1]  # fmt: skip
+        how = (f"on {', '.join(mixed)} methods come from different runs: their time ratios "
+               "compare different machine loads" if mixed else
+               "each set's methods ran side by side in one of them")  # fmt: skip
+        lines += [f"Numbers from {len(stamps)} runs ({', '.join(stamps)}): {how}.", ""]
     rows = []
     for n, x in sets.items():
         cells = [n, x["rows"], x["d"], f"{100 * x['rare'] / x['rows']:.1f}"]
@@ -568,22 +580,24 @@ def markdown(result: dict) -> str:
         for m in meths)])  # fmt: skip
     rows.append(["fit time", "", "", "", *(C.fmt_seconds(summary[m]["fit_total_s"])
                                            for m in meths)])  # fmt: skip
-    rows.append(["time / rankrc-cv", "", "", "", *(_f(summary[m]["time_ratio"], "{:.2f}×")
-                                                   for m in meths)])  # fmt: skip
+    ratio = [_f(summary[m]["time_ratio"], "{:.2f}×") for m in meths]
+    rows.append(["time / rankrc-cv, same sets", "", "", "", *ratio])
     lines += C.md_table(["set", "rows", "d", "rare %", *meths], rows, "lrrr" + "r" * len(meths))
     lines += ["", "Median fit time per split (s):", ""]
     lines += C.md_table(["set", *meths], [
         [n, *(_f(x["mean"][m]["fit_median_s"], "{:.1f}") if m in x["mean"] else "-"
               for m in meths)] for n, x in sets.items()], "l" + "r" * len(meths))  # fmt: skip
     if data:
-        lines += ["", "Data (columns dropped besides `rownames`; rows with a missing value "
-                  "dropped; `-5pct`: rare rows subsampled to 5 %):", ""]  # fmt: skip
-        lines += C.md_table("set | source | rare class | rows | d | variables | dropped", [
-            [n, v["source"], f"`{v['target']}`", v["rows"], v["d"], len(v["group_names"]),
-             ", ".join(f"`{k}` ({r})" for k, r in v["dropped_columns"].items()
-                       if k != "rownames") + (f"; {v['dropped_rows']} rows" if
-                                              v["dropped_rows"] else "")]
-            for n, v in data.items() if n in sets])  # fmt: skip
+        lines += ["", "Data: d columns after one-hot encoding of the source variables; columns "
+                  "dropped besides `rownames`; rows dropped for a missing value (before the "
+                  "`-5pct` subsample of the rare rows):", ""]  # fmt: skip
+        cols = lambda v: ", ".join(f"`{k}` ({r})" for k, r in v["dropped_columns"].items()
+                                   if k != "rownames") or "-"  # fmt: skip
+        lines += C.md_table(
+            "set | source | rare class | rows | d | variables | columns dropped | rows dropped",
+            [[n, v["source"], f"`{v['target']}`", v["rows"], v["d"], len(v["group_names"]),
+              cols(v), v["dropped_rows"]] for n, v in data.items() if n in sets],
+            "lllrrrlr")  # fmt: skip
     lines += ["", *done_when_lines(result)]
     return "\n".join(lines)
 
@@ -683,18 +697,20 @@ def main(argv=None) -> int:
                 "svc_gamma_factors": QUICK["svc_gamma"] if quick else SVC_GAMMA_FACTORS,
                 "xgb_grid": QUICK["xgb_grid"] if quick else XGB_GRID,
                 "logreg_C": QUICK["logreg_C"] if quick else LOGREG_C,
-                "svc_max_rows": args.svc_max_rows, "jaxrank_file": _jaxrank_file(),
+                "svc_max_rows": args.svc_max_rows, "jaxrank": _jaxrank_source(),
                 "rankrc_cv_params": QUICK["cv_params"] if quick else {},
                 "method_specs": {m: method_spec(m, variants) for m in methods},
                 "openblas_num_threads": blas}  # fmt: skip
     result = {"benchmark": NAME, "env": env, "settings": settings, "data": {}, "sets": {},
               "skipped_methods": {}}  # fmt: skip
     specs = settings["method_specs"]
+    old_env = old_seconds = None
     if args.out.exists() and not args.fresh:
         old = json.loads(args.out.read_text())
         keys = ("quick", "splits", "seed")
         if all(old["settings"].get(k) == settings[k] for k in keys):
             result = resume(old, result, specs)
+            old_env, old_seconds = old.get("env"), old.get("seconds")
             print(f"resuming from {args.out}: {len(result['sets'])} sets there")
     print("\nset                  rows      d   rare", flush=True)
     for name in order:
@@ -707,8 +723,6 @@ def main(argv=None) -> int:
         prior = result["sets"].get(name)
         if prior and (prior["rows"], prior["d"]) != (load_set(name)["rows"], load_set(name)["d"]):
             prior = None  # the data changed: run the set again
-        print(f"\n{name}: {result['data'][name]['rows']} rows, d = {result['data'][name]['d']}, "
-              f"{100 * result['data'][name]['rare_frac']:.1f} % rare", flush=True)  # fmt: skip
         result["sets"][name] = run_set(name, methods, prior, splits=splits, quick=quick,
                                        n_jobs=args.n_jobs, variants=variants, skipped=skipped,
                                        stamp=stamp, svc_max_rows=args.svc_max_rows)  # fmt: skip
@@ -720,14 +734,25 @@ def main(argv=None) -> int:
     }
     result["summary"], result["done_when"] = summarise(result), done_when(result)
     result["seconds"] = time.perf_counter() - t0
+    ran = any(v.get("run") == stamp for x in result["sets"].values() for r in x["runs"]
+              for v in r["methods"].values())  # fmt: skip
+    if not ran and old_env:  # a re-save of finished results: the environment they were run in
+        result["env"], result["seconds"] = old_env, old_seconds
     C.finish(result, args.out, name=NAME, quick=quick, save=args.save, markdown=markdown, plot=plot)
     return 0
 
 
-def _jaxrank_file() -> str:
+def _jaxrank_source() -> dict:
+    """Which jaxrank ran: its folder, and for a copy outside this checkout (``git archive C
+    jaxrank | tar -x -C DIR; echo C > DIR/COMMIT``, run with ``PYTHONPATH=DIR``: the numbers of
+    a commit while the working tree is being edited) the commit in ``DIR/COMMIT``."""
     import jaxrank
 
-    return str(Path(jaxrank.__file__).parent)
+    path = Path(jaxrank.__file__).resolve().parent
+    stamp = path.parent / "COMMIT"
+    commit = stamp.read_text().strip() if stamp.is_file() else None
+    root = Path(__file__).resolve().parent.parent
+    return {"path": str(path), "checkout": path.parent == root, "commit": commit}
 
 
 def resume(old: dict, result: dict, specs: dict) -> dict:

