@@ -716,3 +716,18 @@ def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped
             print(f"  m={m:8d} {name:14s} {what} ({time.perf_counter() - t0:.0f} s)", flush=True)
         results.append(e)
     return results, stopped
+
+
+def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``(kept, held)``: ``round(frac · n_c)`` rows of each class c held out (at least one,
+    and at least one kept), drawn uniformly without replacement; both sorted."""
+    y = np.asarray(y)
+    held = []
+    for c in np.unique(y):
+        rows = np.flatnonzero(y == c)
+        if rows.size < 2:
+            raise ValueError(f"class {c} has {rows.size} row(s): cannot split it.")
+        n = min(max(round(frac * rows.size), 1), rows.size - 1)
+        held.append(rng.permutation(rows)[:n])
+    held = np.sort(np.concatenate(held))
+    return np.setdiff1d(np.arange(y.size), held), held

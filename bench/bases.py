@@ -91,19 +91,7 @@ def basis_size(name: str, m: int, m_pos: int) -> int:
     return sizes[name]
 
 
-def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``(kept, held)``: ``round(frac · n_c)`` rows of each class c held out (at least one,
-    and at least one kept), drawn uniformly without replacement; both sorted."""
-    y = np.asarray(y)
-    held = []
-    for c in np.unique(y):
-        rows = np.flatnonzero(y == c)
-        if rows.size < 2:
-            raise ValueError(f"class {c} has {rows.size} row(s): cannot split it.")
-        n = min(max(round(frac * rows.size), 1), rows.size - 1)
-        held.append(rng.permutation(rows)[:n])
-    held = np.sort(np.concatenate(held))
-    return np.setdiff1d(np.arange(y.size), held), held
+stratified_split = C.stratified_split  # the one split of every KEEL bench (bench/_common)
 
 
 def auc_f64(y, scores) -> np.ndarray:

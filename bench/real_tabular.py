@@ -239,19 +239,7 @@ def data_info(d: dict) -> dict:
     return {k: d[k] for k in keys if k in d}
 
 
-def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``(kept, held)``: ``round(frac · n_c)`` rows of each class c held out (at least one,
-    and at least one kept), drawn uniformly without replacement; both sorted (as
-    ``bench/bases.py``)."""
-    held = []
-    for c in np.unique(y):
-        rows = np.flatnonzero(y == c)
-        if rows.size < 2:
-            raise ValueError(f"class {c} has {rows.size} row(s): cannot split it.")
-        n = min(max(round(frac * rows.size), 1), rows.size - 1)
-        held.append(rng.permutation(rows)[:n])
-    held = np.sort(np.concatenate(held))
-    return np.setdiff1d(np.arange(y.size), held), held
+stratified_split = C.stratified_split
 
 
 # ---------------------------------------------------------------------------- methods
