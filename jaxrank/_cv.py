@@ -1,225 +1,28 @@
-"""Cross-validated search over λ, the Gaussian σ² and the basis policy; the ``"auto"`` basis.
+"""Cross-validated search over λ, the Gaussian σ² and the basis policy (``RankRCClassifierCV``).
 
-The engine behind :class:`jaxrank.sklearn.RankRCClassifierCV`. Three parts:
+The engine behind :class:`jaxrank.sklearn.RankRCClassifierCV`. Every fit minimises seed 000's
+R-subset objective (eq. 11 with the smoothed hinge of eq. 13; docs/design.md §2). For every
+stratified fold (:func:`jaxrank.select.stratified_folds`), basis policy (:data:`POLICIES`; the
+``"auto"`` basis ``|R| = max(m+, min(m, min_basis))`` is :func:`jaxrank.bases.auto_basis`) and
+σ² value, the whole λ grid is one call of :func:`jaxrank.fit` on the warm path
+(:func:`cv_search`), run on :data:`SEARCH_THREADS` threads or as batched calls of the pure core
+(:mod:`jaxrank._cv_core`, :data:`SEARCH_ENGINE`). Training folds are trimmed to equal class
+counts and held-out folds padded to one row count, so every fold reuses the programs of the
+first. A rule (:func:`choose`, :data:`RULES`) picks one ``(basis, σ², λ)`` cell of the
+``(B, S, L)`` table of mean held-out AUC; the narrow extension (:func:`wants_narrower`,
+:func:`search_narrower`, :func:`keep_narrower`) and the edge extension (:func:`search_edges`)
+search past the grid where the pick calls for it; :func:`refit` fits the pick on every row.
 
-**The auto basis** (:func:`auto_basis`). RankRC's basis is the rare class (seed 000 eq. 13); with
-a handful of rare training rows (10–25) that basis is too small to rank the majority class well.
-``"auto"`` keeps every rare row and, when there are fewer than ``min_basis`` of them, adds
-majority-class landmarks by k-means++ seeding with the rare rows as the centres already chosen
-(:func:`jaxrank.bases.kmeanspp`; seed 003 Sec. 4: rare rows first minimise the projected-map
-bound for a given ``|R|``)::
+Design notes and the measurements behind the defaults (the auto basis floor, the σ² grid, the
+rule, the threads, the extensions): docs/design.md §10.
 
-    |R| = max(m+, min(m, min_basis))
-
-With ``m+ ≥ min_basis`` it is RankRC's basis exactly; on small data (``m ≤ min_basis``) it is
-every row (RankSVM); in between a fixed floor, so the cost stays ``O(m·|R|)`` per product with
-``|R| ≪ m`` as m grows, and the paper's pure RankRC is ``basis="rare"``.
-
-Measured (``bench/keel_wide_tune.py``, results in ``bench/results/keel_wide_tune.json``): six
-KEEL sets with 10–53 rare training rows (glass2, abalone-21_vs_8, yeast-2_vs_8,
-ecoli-0-1-4-7_vs_2-3-5-6, winequality-red-4, poker-8_vs_6), 3 stratified 75/25 splits each,
-every (basis, σ², λ) fitted once and every candidate default scored by the test AUC of the cell
-it picks from the 5-fold CV table, against SVC(class_weight="balanced") with C and γ tuned by
-GridSearchCV (mean test AUC 88.50). With σ² searched over heuristic × 2^k, k = −4 … 2, and the
-``"max"`` rule: floor 256 → 89.56, 5 of 6 sets won or tied (within 0.5 points), worst set −1.0;
-floor 128 → 88.84, worst −3.8; floor 64 → 88.90, worst −1.6, 4 of 6; the rare class alone →
-89.91 (one set +10.4) but 3 of 6, worst −3.1; searching rare and auto-256 both gained nothing
-over auto-256 alone (89.58, same sets). :data:`AUTO_MIN_BASIS` is 256. The heuristic σ² alone
-(no σ² search) had a worst set of −5.7 to −10.0 whatever the basis.
-
-**The search** (:func:`cv_search`). Stratified k-fold (:func:`jaxrank.select.stratified_folds`);
-for every fold, basis policy and σ² value the whole λ grid is ONE call of :func:`jaxrank.fit`,
-on the warm path by default (``path="warm", chains=1``: one compiled ``lax.scan`` from the
-largest λ down, each solve started at the previous solution). Measured on glass4 (160 training
-rows, |R| = 161, 16 λ, float32): the batched grid took 113-121 ms per call and its two smallest
-λ ended MAX_ITER after 100 Newton steps (a batch runs as long as its slowest member), the warm
-path 13-24 ms with every λ CONVERGED; the CV also stopped picking the unconverged small-λ
-models that had cost ecoli4 8 AUC points against SVC-W (99.2 now, SVC-W 98.5).
-The training folds are trimmed to equal class counts (at most one row per
-class dropped from a fold) and the held-out folds are zero-padded to one row count, so every
-fold has the same shapes and reuses the programs compiled for the first fold; σ² and λ are data,
-not shapes, so they never recompile.
-
-**Threads** (:data:`SEARCH_THREADS`). A fit is host work (validation, the kernel block's
-dispatch, the spectral preconditioner's float64 Cholesky and eigensolve on one BLAS thread) then
-a compiled solve; one after the other, each leaves a core idle. The search runs its fits on 3
-threads, so one fit's host work overlaps another's solve. Each fit is the same call with the
-same inputs, so the table is bit-identical to one thread's (``tests/test_cv.py``). Measured
-warm, a whole ``RankRCClassifierCV().fit`` on one split (2-core CPU, median of 2; 1 → 2 → 3 →
-4 threads): yeast4 (1113 training rows) 2.86 → 1.88 → 1.69 → 1.77 s; abalone-19_vs_10-11-12-13
-(1216) 1.61 → 1.10 → 1.04 → 1.04 s; page-blocks0 (4104) 3.66 → 2.47 → 2.40 → 2.38 s;
-winequality-white-3_vs_7 (675, extended) 1.29 → 0.95 → 0.90 → 0.94 s; glass2 (161) 0.32 → 0.26
-→ 0.24 → 0.25 s. Fits whose kernel block exceeds :data:`SEARCH_THREADS_MAX_BLOCK` (128 MiB) run
-one at a time: their solves already use every core, and memory then holds one block.
-
-**The choice** (:func:`choose`). Mean held-out AUC over folds, table ``(B, S, L)``. Why large λ
-tie: as λ → ∞ the solution is ``β ≈ −(1/λ) K_RR⁻¹ K_{·R}ᵀ g₀`` (every pair on the linear piece
-of the smoothed hinge, so the loss gradient ``g₀`` is constant), a fixed direction scaled by
-``1/λ``: the ranking, and so the AUC, no longer depends on λ, and the CV curve is exactly flat
-at its large-λ end. Rules: ``"max"`` (the paper's: largest mean, ties to the larger λ),
-``"one_se"`` (the largest λ within one standard error of the best; Hastie et al.), ``"smooth"``
-(the largest mean of the curve averaged over neighbouring λ, so one lucky λ in a noisy curve
-does not win; ties to the larger λ). Measured as above: ``"max"`` 89.56 (worst −1.0),
-``"smooth"`` 89.35 (worst −2.1), ``"one_se"`` 87.93 (worst −4.3): the one-standard-error rule
-walks onto the flat large-λ end (the λ-independent limit ranker), which is often not the best;
-a tie there is harmless to ``"max"`` (the tied models rank alike), so it stays the default.
-
-**Re-checked after the switch to the warm path** (``bench/keel_wide.py``, 12 held-out sets and
-the six tuning sets, 2 splits, against SVC-W with C and γ by GridSearchCV and XGBoost): with
-the CV fits to ``tol = 1e-4`` (the estimator's ``search_tol``; a fold's fit half the time of
-``1e-6``, the test AUC near the CV maximum within 0.1 points on yeast4) and σ² = heuristic ×
-2^k, k = −4 … 2: mean AUC 93.3 (SVC-W 92.2, XGBoost 90.9), 8 wins / 7 ties / 3 losses, worst
-−3.8 (winequality-red-4, a tuning set), ahead of XGBoost on 61 %; with σ² = heuristic × 4^k,
-k = −2 … 2 (5 values, the default): 93.4, 8 / 7 / 3, worst −2.1, 67 %; on the held-out twelve
-94.4 against 92.7, 6 / 5 / 1, worst −1.3. Search time with the programs already compiled:
-44.6 s against 38.6 s for SVC-W's GridSearchCV on the 18 sets × 2 splits.
-
-**The rule and σ² grid re-chosen on noisy small sets.** The first 47 sets of the full benchmark
-(≤ 443 rows, 5 splits) had two sets far below SVC-W under ``"max"``: glass-0-1-5_vs_2 (−9.2;
-13 rare training rows, 2-3 per fold) and zoo-3 (−4.2; 4 rare training rows). The maximum of a
-table of ~80 noisy cells is biased towards a lucky isolated cell (a very narrow σ² with a tiny
-λ). Every (σ², λ) cell was refitted and scored on the test split (σ² = heuristic × 2^k,
-k = −4 … 4; 18 small sets with 5–53 rare rows × 5 splits, and 16 mid-size sets × 3 splits), so
-each candidate (σ² subset, rule) is scored on the same fits. Mean test AUC, worst set against
-SVC-W, sets more than 3 points below:
-
-========================== ======================== ========================
-σ² factors, rule           18 small sets            16 mid-size sets
-========================== ======================== ========================
-4^-2 … 4^2, ``"max"``      90.45, −9.2, 3 sets      91.63, −0.3, 0
-4^-1 … 4^2, ``"max"``      91.05, −3.4, 2 sets      92.05, −0.3, 0
-4^-1 … 4^2, ``"smooth"``   91.11, −3.6, 2 sets      92.18, −0.4, 0
-4^-1 … 4^2, smooth_grid    92.08, −2.8, 0 sets      91.90, −0.9, 0
-4^-1 … 4^2, ``"one_se"``   91.49, −3.4, 2 sets      91.60, −1.9, 0
-2^-4 … 2^4, smooth_grid    90.69, −10.6, 3 sets     91.56, −0.5, 0
-========================== ======================== ========================
-
-The default is σ² = heuristic × (1/4, 1, 4, 16) with ``"smooth_grid"`` (the (σ², λ) table
-averaged over each cell's 3×3 neighbourhood before the maximum): the only candidate with no set
-more than 3 points below SVC-W in either group, and 4 σ² values instead of 5. All of these sets are
-tuning sets of ``bench/keel_wide.py`` from then on (``TUNE_SETS``).
-
-**Compilation.** A search compiles one solver: the folds, the σ² values and the refit (a
-single λ on the warm path, the λ slots filled with copies) run inside bucket floors at the
-whole set's sizes (:func:`search_floors`), and small blocks take a power-of-two ladder, so data
-sets of similar sizes share the program too (ecoli2 after ecoli1: first split 4.35 s → 0.75 s).
-
-**The full benchmark** (``bench/keel_wide.py``, all 101 KEEL sets, 5 splits, one process with
-an empty compilation cache, 2-core CPU): mean test AUC 93.7 against SVC-W's 93.4 (the 68
-held-out sets: 94.4 and 94.4), 28 wins / 58 ties / 15 losses, ahead of XGBoost on 64 % of the
-sets (held-out 56 %), search and refit 540 s in all against 730 s for SVC-W's GridSearchCV
-(25 (C, γ) × 5 folds). Two sets end more than 3 points below SVC-W: winequality-white-3_vs_7
-(−10.1) and winequality-white-3-9_vs_5 (−5.8), where SVC-W picks its narrowest γ = 16/d
-(σ² = d/16, 8× narrower than the narrowest σ² here, h/4 ≈ d/2) on every split. Adding
-h/16 when the choice lands on h/4 (tried on the tables above) costs more than it gains: the
-small sets' worst goes from −2.8 to −9.5.
-
-**The narrow extension** (:func:`search_narrower`). On those two sets the narrow kernel needs
-both a narrower σ² and a larger basis: every (σ², λ) cell refitted on the test split, σ² = h ×
-2^k, k = −6 … 4, 5 splits each, the σ² grid h × 2^{−6, −4, −2, 0, 2, 4} picked by
-``"smooth_grid"`` gave −6.9 and −4.6 against SVC-W with the auto floor at 256, +1.6 and +0.5
-with the floor at 1024 (every row of these sets; a floor of 512: −2.5 and −3.4). Searching
-h/64 and h/16 on every set costs the small noisy ones again (glass-0-1-5_vs_2 −7.2,
-ecoli-0-1-4-6_vs_5 −6.6: a narrow kernel on ~200 rows gives CV another lucky cell), and a
-floor of 1024 on every set of more than 256 rows makes the search 5-9× slower there. So the
-extension runs only where it was needed: on a set of :data:`NARROW_MIN_ROWS` = 512 to
-:data:`NARROW_MAX_ROWS` = 2048 rows whose pick lands on the narrowest σ², σ² = that / 16 is
-searched too, on the same folds, with the auto floor at :data:`NARROW_MIN_BASIS` = 1024, and
-the choice is made again on the merged table (the trigger was widened later, below). Scored
-on the same refitted cells (the 34 tuning sets above at floors 256 and 1024): the small and the
-mid-size sets keep their numbers
-(92.13 and 91.90 against 92.08 and 91.90 without; the extension ran on 1 of 90 and 6 of 48
-splits), the two wine sets go from −10.1 and −5.8 to −2.5 and +0.5 (8 of 10 splits
-extended). Adding h/16 as well changed nothing (−2.4 and +0.5) at twice the extension's cost;
-h/32 alone was worse (−7.4). Any lower threshold from 300 to 640 rows gave the same table.
-Both sets are tuning sets from then on.
-
-Measured on the full benchmark with the first version (h/16 and h/64, no upper bound): the
-two wine sets −3.0 and +0.2 (were −10.1 and −5.8), poker-8-9_vs_5 −5.1 (was +0.2: the
-extension picked h/64 on 3 of 5 splits; ~19 rare training rows, as on the wine sets, so the
-CV table cannot tell them apart), and the search 870 s in all against 540 s without: on sets
-of 4000+ rows a floor of 1024 is far from every row anyway (satimage +45 s, page-blocks0
-+28 s), hence the upper bound and the single σ². With both (commit 87ba1b5, all 101 sets, 5
-splits, empty compilation cache; RESULTS §17): mean test AUC 93.75 against SVC-W's 93.37 (the
-66 held-out sets: 94.75 and 94.52), 30 wins / 56 ties / 15 losses, ahead of XGBoost on 67 % of
-the sets (held-out 58 %; on 10 of the 66 both score 100.0), search and refit 682 s in all
-against 730 s for SVC-W's GridSearchCV. The wine sets end at −3.05 and −0.0, poker-8-9_vs_5 at
-−5.4 (h/64 picked on 3 of 5 splits): the one held-out set more than 3 points below SVC-W.
-
-**The extension's margin** (:func:`keep_narrower`). A narrow pick replaces the first pick only
-when it wins on the same folds by more than one standard error of the paired fold differences
-(:data:`NARROW_MARGIN_SE`): the merged table's pick is otherwise a narrow cell that won on one
-lucky fold, or that won only because the new row lowered the first pick's 3×3 average. Read on
-every split of ``bench/keel_wide.py`` (5 splits, the estimator's defaults) where the
-extension moved the pick, the first pick being the model of ``extend_sigma2=False``; test AUC
-of the narrow pick minus the first pick, and what the margin does with it:
-winequality-white-3_vs_7 +7.8, +20.4, +7.2 (all three kept); winequality-white-3-9_vs_5 +4.0,
-+12.1, +5.8, +6.5, +0.6 (one reverted: that split loses 12.1); winequality-red-3_vs_5 +3.1
-(kept), −1.5 (reverted); poker-8-9_vs_5 −9.5, −9.1, −9.2 (all three reverted: a +5.6 point
-gain on the set); yeast-0-2-5-7-9_vs_3-6-8 −2.7 (reverted; its narrow pick had the lower
-smoothed score before the merge); vowel0 0.0, 0.0 (tied on every fold: reverted). These three
-held-out sets informed the rule and are tuning sets of ``bench/keel_wide.py`` from then on.
-On the full benchmark (commit 21a9894, all 101 sets, 5 splits, the four methods interleaved
-split by split in one process, empty compilation cache; RESULTS §17): mean test AUC 93.79
-against SVC-W's 93.37 (the 63 held-out sets: 95.09 and 94.75), 30 wins / 56 ties / 15 losses,
-ahead of XGBoost on 67 % of the sets (held-out 59 %), search and refit 894 s in all against
-933 s for SVC-W's GridSearchCV; poker-8-9_vs_5 +0.2 (was −5.4), winequality-white-3-9_vs_5
-−2.4 (was −0.0), winequality-white-3_vs_7 −3.05 (unchanged: its narrow picks win by several
-standard errors; two splits pick a wide σ² and lose there), the one set more than 3 points
-below SVC-W; the worst held-out set −1.4.
-
-**The trigger widened** (:func:`wants_narrower`, :data:`NARROW_TRIGGER_SE`). On
-winequality-white-3_vs_7's two lost splits the first pick is a wide σ² (4h, 16h) whose smoothed
-CV score is within one standard error of the narrowest σ²'s (gaps 0.008 and 0.018 AUC, standard
-errors 0.061 and 0.019): the folds cannot tell them apart, but the pick alone decided whether a
-narrower kernel was tried. The extension now also runs when the narrowest σ²'s best score under
-the rule is within one standard error of the pick's (the margin of :func:`keep_narrower`
-unchanged). Run first on the 41 sets of 512-2048 training rows, 5 splits each: it fires on 62
-more splits and only winequality-white-3_vs_7 changes (−3.05 → −0.67 against SVC-W: one split's
-narrow pick is now kept, test AUC 84.5 → 96.4); every other set's mean AUC is unchanged (each
-new narrow pick fails the margin). Its cost, the extension on each split it fires (1.0-2.4×
-that split's base search: a 1024-row floor and a narrow kernel, about +120 s on the full
-benchmark with one thread), first broke the time bar (894 s against SVC-W's 933 s); the
-threaded search paid for it. On the full benchmark (commit aa03790, both changes, all 101
-sets, 5 splits, the four methods interleaved split by split in one process, empty compilation
-cache; RESULTS §17): winequality-white-3_vs_7 −0.66 (92.15 against 92.8), the only set that
-changed; mean test AUC 93.81 against SVC-W's 93.37 (held out 95.09 and 94.75), 30 wins / 56 ties
-/ 15 losses, no set more than 3 points below SVC-W (worst winequality-white-3-9_vs_5, −2.43;
-held out −1.4), ahead of XGBoost on 67 % (held out 59 %), search and refit 641 s in all against
-724 s for SVC-W's GridSearchCV (0.89×; the run before, single-threaded, 0.96×).
-
-**After the float64 polish** (commit bd54050, same protocol): a refit, or a fold's fit, whose
-small λ stalls in float32 is now finished in float64 (:func:`jaxrank._fitting.polish_float64`),
-so it ends CONVERGED where it used to end PRECISION, and rounding moved 25 of the 505 picks:
-mean test AUC 93.77 against SVC-W's 93.37 (held out 95.08 and 94.75), 28 / 58 / 15, worst
-−2.30 (held out −1.44), ahead of XGBoost on 66 %; 761 s against 739 s (1.03×). The search's
-own steps got faster (five times the median split, summed over the sets: 439 s against 458 s
-at aa03790), its compilation slower: the polish is one more program per block bucket,
-compiled on the first split that needs it (first splits 309 s over their set's median against
-189 s; later-split recompiles 46 s against 12 s).
-
-**Fewer programs per set** (commit f12798b, same protocol). The search's cells now stop after
-their float32 stage (:func:`jaxrank._fitting.float32_stage_only`: 12 Newton steps for a stalled
-λ, scored by its held-out AUC as before); only the refit, whose status the estimator reports, is
-polished. The fold permutations and the k-means++ landmarks are drawn over rows padded to their
-rung (the same draws: JAX's partitionable threefry gives a longer shape the same leading bits),
-so those two programs no longer compile per set. Not one of the 505 picks moved: mean test AUC
-93.77 against 93.37, 28 / 58 / 15, worst −2.30, as above; 739 s against SVC-W's 776 s (0.95×;
-SVC-W took 5 % longer than in the run above on the same code, the machine's load). First
-splits 285 s over their set's median (309 s above), five times the median split 417 s (439 s).
-Padding the fits' feature columns as well (19 feature counts over the 101 sets, 6 rungs) was
-tried and dropped: on the first splits it saved 3 % and moved 4 of 101 picks by rounding
-(:func:`jaxrank._buckets.features`).
-
-**A wide extension, measured and not taken.** 262 of the 505 splits of ``bench/keel_wide.py``
-pick the widest σ² (16h), so the grid's wide end looked binding. Searching 64h as well on every
-such split (same folds, the merged table re-chosen by ``"smooth_grid"``; each distinct pick
-refitted and scored on the test split): mean test AUC 93.79 → 93.80 over all sets (95.09 → 95.11
-held out), wins / ties / losses against SVC-W 30/56/15 → 33/54/14, the share ahead of XGBoost
-unchanged (67 %; held out 59 %), set changes from +2.0 (abalone9-18) to −1.8
-(yeast-1-2-8-9_vs_7); with the one-standard-error paired margin of :func:`keep_narrower`:
-93.80, 31/57/13. Its cost, about +45 s of search (a fifth σ² on half the splits), buys nothing
-measurable, so the grid stays.
+Example:
+  >>> import numpy as np
+  >>> from jaxrank._cv import choose
+  >>> mean = np.array([[[0.70, 0.80, 0.80], [0.75, 0.78, 0.60]]])  # (B, S, L) mean AUC
+  >>> # the two 0.80 cells tie: the larger λ wins
+  >>> choose(mean, np.zeros_like(mean), lams=[0.01, 0.1, 1.0], sigma2s=[1.0, 4.0])
+  (0, 0, 2)
 """
 
 from __future__ import annotations
@@ -274,7 +77,7 @@ __all__ = [
     "wants_narrower",
 ]
 
-#: The narrow extension (:func:`search_narrower`, module notes): sets with at least this many
+#: The narrow extension (:func:`search_narrower`, docs/design.md §10): sets with at least this many
 #: rows ...
 NARROW_MIN_ROWS = 512
 #: ... and at most this many (the raised floor then holds at least half of the rows) whose pick
@@ -288,7 +91,7 @@ NARROW_STEPS = (1 / 16,)
 #: ... with the auto basis floor raised to this (a narrow kernel needs centres near every row).
 NARROW_MIN_BASIS = 1024
 #: ... and a narrow pick replaces the pick it extends only when it wins on the same folds by more
-#: than this many standard errors of the paired fold differences (module notes).
+#: than this many standard errors of the paired fold differences (docs/design.md §10).
 NARROW_MARGIN_SE = 1.0
 
 #: The edge extension (:func:`search_edges`): one step multiplies the widest σ² by this ...
@@ -298,7 +101,7 @@ EDGE_LAM_STEP = 4.0
 
 #: A search runs its fits (one per fold, basis and σ²) on this many threads: one fit's host
 #: work (its float64 preconditioner, on one BLAS thread) and Python overlap another's compiled
-#: solve (module notes) ...
+#: solve (docs/design.md §10) ...
 SEARCH_THREADS = 3
 #: ... when every fit's kernel block has at most this many bytes; larger fits run one at a
 #: time (each solve then uses every core, and memory holds one block at a time).
@@ -437,8 +240,8 @@ def _rule_score(mean: np.ndarray, rule: str) -> np.ndarray:
 def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
     """The chosen ``(basis, σ², λ)`` index into a CV table of shape ``(B, S, L)``.
 
-    Rules (module notes): ``"max"`` the largest mean AUC; ``"one_se"`` the largest λ whose mean
-    is within one standard error of the largest mean (``mean ≥ max − se[argmax]``);
+    Rules (docs/design.md §10): ``"max"`` the largest mean AUC; ``"one_se"`` the largest λ
+    whose mean is within one standard error of the largest mean (``mean ≥ max − se[argmax]``);
     ``"smooth"`` the largest mean of the λ-curve averaged with its neighbours; ``"smooth_grid"``
     the largest mean of the (σ², λ) table averaged over each cell's neighbours in both
     directions (a 3×3 box, fewer cells at the edges; per basis policy); ``"smooth_mirror"``
@@ -552,7 +355,7 @@ def cv_search(
       A :class:`CVSearch`.
     """
     t0 = time.perf_counter()
-    # the warm path by default (module notes: 5-9x faster than the batched grid here, and the
+    # the warm path by default (docs/design.md §10: 5-9x faster than the batched grid here, and the
     # smallest λ end CONVERGED instead of MAX_ITER)
     fit_kwargs = {"path": "warm", "chains": 1, **fit_kwargs}
     X, pos = check_X_y(X, y)
@@ -627,7 +430,7 @@ def search_narrower(
     narrow_basis: int = NARROW_MIN_BASIS,
     **fit_kwargs: Any,
 ) -> CVSearch:
-    """``search`` with narrower σ² added when its pick calls for them (module notes).
+    """``search`` with narrower σ² added when its pick calls for them (docs/design.md §10).
 
     On a set of ``min_rows`` to ``max_rows`` rows searched with two or more σ², whose ``pick``
     calls for the extension (:func:`wants_narrower` with ``rule`` and ``trigger_se``),
@@ -681,7 +484,7 @@ def keep_narrower(
     only when its held-out AUC beats the base pick's on the same folds by more than
     ``margin_se`` standard errors of the paired differences, ``mean(d) > margin_se ·
     std(d)/√k`` with ``d_f = AUC_f(pick) − AUC_f(base)``; otherwise the base pick stands
-    (module notes: a narrow kernel is the riskier model, and with 3-4 rare rows per held-out
+    (docs/design.md §10: a narrow kernel is the riskier model, and with 3-4 rare rows per held-out
     fold one lucky fold can carry it).
 
     Returns:
@@ -740,7 +543,7 @@ def search_edges(
     floor); while it is at the smallest λ and ``λ / lam_step ≥ min_lam``, λ = smallest /
     ``lam_step`` is searched for every σ² (each σ² with the floor it was searched with). The
     choice is made again on each merged table. The large-λ end needs no extension: the CV curve
-    is exactly flat there (module notes). The narrow end has its own rule
+    is exactly flat there (docs/design.md §10). The narrow end has its own rule
     (:func:`search_narrower`).
 
     Args:
@@ -910,7 +713,7 @@ def search_floors(pos, policies, n_lams: int, min_basis: int = AUTO_MIN_BASIS, d
     (:func:`jaxrank.select.shared_floors`): every fold, σ² and the refit run one compiled
     solver. The basis floor is the largest basis of ``policies`` on the whole set. Small
     blocks take the power-of-two ladder (``coarse``), so that searches on data sets of many
-    sizes share their programs: measured on ``bench/keel_wide.py`` (module notes)."""
+    sizes share their programs: measured on ``bench/keel_wide.py`` (docs/design.md §10)."""
     m, n_pos = pos.size, int(np.sum(pos))
     sizes = {"rare": n_pos, "all": m, "auto": auto_basis_size(m, n_pos, min_basis)}
     nb = max(sizes[p] for p in check_policies(policies))
