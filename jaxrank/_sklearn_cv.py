@@ -44,7 +44,7 @@ __all__ = [
 DEFAULT_LAMS = tuple(2.0 ** np.arange(-20, 11, 2))
 #: σ² searched by default, as factors of the heuristic ``(1/m²) Σ_ij ||x_i − x_j||²``: 4^k,
 #: k = −1 … 2 (1/4, 1, 4, 16). Chosen with the rule ``"smooth_grid"`` on 33 KEEL sets
-#: (``bench/keel_wide.TUNE_SETS``; the measurements are in the notes of :mod:`jaxrank._cv`).
+#: (``bench/keel_wide.TUNE_SETS``; the measurements are in docs/design.md §10).
 DEFAULT_SIGMA2_FACTORS = (0.25, 1.0, 4.0, 16.0)
 #: The edge extension's limits (:func:`jaxrank._cv.search_edges`): σ² up to the heuristic × 256
 #: (four steps of 4 past the default grid) ...
@@ -87,9 +87,9 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     Defaults (basis ``"auto"`` with floor 256, σ² = heuristic × 4^-1 … 4^2, the paper's λ grid,
     CV fits to ``search_tol = 1e-4`` on the warm path, the narrow extension ``extend_sigma2``)
     were chosen on the 35 KEEL sets of ``bench/keel_wide.TUNE_SETS`` (``bench/keel_wide_tune.py``
-    and the notes of :mod:`jaxrank._cv`); ``bench/keel_wide.py`` reports the other sets as held
-    out. The binary-aware kernel, the edge extension and the rule ``"smooth_mirror"`` were
-    chosen on the development sets of ``bench/real_tabular.py`` (docs/choosing-a-model.md).
+    and docs/design.md §10); ``bench/keel_wide.py`` reports the other sets as held out. The
+    binary-aware kernel, the edge extension and the rule ``"smooth_mirror"`` were chosen on the
+    development sets of ``bench/real_tabular.py`` (docs/choosing-a-model.md).
 
     Args:
       lams: λ grid (default :data:`DEFAULT_LAMS`, ``2^-20 … 2^10``).
@@ -107,9 +107,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
       eps, tol, max_iter, max_cg, dtype: as in :func:`jaxrank.fit` (``tol`` for the refit on
         every row).
       search_tol: the gradient tolerance of the CV fits (default ``1e-4``; ``None``: ``tol``).
-        Selection needs held-out AUC, not a tight optimum: measured on yeast4 (16 λ, float32)
-        the test AUC at every λ near the CV maximum agreed to 0.1 points between ``1e-6`` and
-        ``1e-4``, and a fold's fit took half the time (``bench/keel_wide.py`` notes).
+        Selection needs held-out AUC, not a tight optimum (docs/design.md §10).
       extend_sigma2: on a set of :data:`jaxrank._cv.NARROW_MIN_ROWS` to
         :data:`jaxrank._cv.NARROW_MAX_ROWS` rows (512 to 2048) whose pick is the narrowest of two
         or more σ², or whose narrowest σ² scores within one standard error of the pick
@@ -118,7 +116,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         merged table;
         a narrow pick is kept only if it beats the first pick on the same folds by more than
         one standard error of the paired differences (:func:`jaxrank._cv.search_narrower`,
-        :func:`jaxrank._cv.keep_narrower`; measured in the notes of :mod:`jaxrank._cv`).
+        :func:`jaxrank._cv.keep_narrower`; measured in docs/design.md §10).
         ``False``: the σ² grid as given.
       kernel: ``"auto"`` (default): the plain Gaussian on X as given and, where X has a column
         with two distinct values off the unit spread, also the binary-aware Gaussian

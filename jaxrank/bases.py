@@ -258,7 +258,7 @@ def resolve_basis(
     return idx.astype(np.int64)
 
 
-#: Smallest basis of ``basis="auto"`` (the notes of :mod:`jaxrank._cv`; measured in
+#: Smallest basis of ``basis="auto"`` (docs/design.md §10; measured in
 #: ``bench/keel_wide_tune.py``).
 AUTO_MIN_BASIS = 256
 
