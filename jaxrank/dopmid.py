@@ -1,190 +1,36 @@
 r"""DOPMID: the 1-slack structural SVM that optimises AM or QM directly (seed 004).
 
-Seed 004 (*Direct Optimization of Performance Measure for Imbalanced Dataset*; Cheng, Yang,
-Zhang, Math. Probl. Eng. 2015) trains a linear classifier by the 1-slack structural SVM of
-Joachims (2005, *A Support Vector Method for Multivariate Performance Measures*, ICML) with a
-loss built from the AM or the QM measure. The seed's text lost every formula in extraction; the
-formulation below is reconstructed from Joachims (2005) and the 1-slack cutting-plane method of
-Joachims, Finley & Yu (2009, *Cutting-plane training of structural SVMs*, MLJ 77), using what the
-seed says in words. The seed's equation numbers are cited where its text names them.
-
-**Joint feature map** (seed eq. 7, 21; Joachims 2005 Sec. 3). For a labelling
-:math:`\bar y \in \{-1, +1\}^n` of the training rows :math:`x_1, \dots, x_n`,
+Seed 004 (Cheng, Yang, Zhang 2015) trains a classifier by the 1-slack structural SVM of Joachims
+(2005) with the loss :math:`\Delta = 1 - \mathrm{AM}` (seed eq. 8) or :math:`1 - \mathrm{QM}`
+(eq. 9) of a labelling :math:`\bar y` of the training rows (seed OP1; Joachims 2005 OP 2):
 
 .. math::
 
-  \Psi(X, \bar y) = \sum_i c_i\, \bar y_i\, \phi(x_i), \qquad
-  c_i \propto 1 \;(\texttt{feature\_map="sum"}) \quad\text{or}\quad
-  c_i \propto 1 / n_{y_i} \;(\texttt{feature\_map="balanced"}, \text{the default}),
+  \min_{w,\ \xi \ge 0}\ \tfrac12 \|w\|^2 + C' \xi \quad\text{s.t.}\quad
+  \forall \bar y:\ w^\top[\Psi(X, y) - \Psi(X, \bar y)] \ge \Delta(\bar y, y) - \xi,
+  \qquad \Psi(X, \bar y) = \sum_i c_i\, \bar y_i\, \phi(x_i),
 
-with :math:`\phi(x) = x` (linear, the seed's setting), :math:`(x, b)` with a constant bias
-feature ``bias`` = b > 0, or a kernel feature map. ``"sum"`` is Joachims' map, the seed's
-setting. ``"balanced"`` averages each class separately (:math:`n_+, n_-` rows); it is an
-extension, not the seed's text, and the default since issue 17: measured on a 75/25 split
-(standardised, C from 0.01 to 10), test AM of ``"balanced"`` / ``"sum"`` without a bias was
-0.71 / 0.73-0.75 on satimage, 0.73-0.74 / 0.72-0.79 on yeast4, 0.57-0.77 / 0.63-0.73 on
-abalone19 and 0.58-0.59 / 0.56-0.58 on ``make_rare_class(4000, 0.1, 0.75)``; with ``bias=1``
-``"balanced"`` gave 0.74-0.75, 0.77-0.80, 0.69-0.74, 0.58-0.59 and ``"sum"`` 0.50 on all four
-(see *Bias*). ``"balanced"`` is also the one whose C means what scikit-learn's does (*Scale of
-C*). The constants :math:`c_i` are fixed by ``C_scale`` (below). The prediction
-:math:`\arg\max_{\bar y} w^\top \Psi(X, \bar y)` is :math:`\bar y_i = \operatorname{sign}(w^\top
-\phi(x_i))` for either map (``predict``).
+with :math:`\phi(x) = x` (the seed's linear setting), ``(x, b)`` with a bias feature, or a kernel
+feature map, and :math:`C' = nC` on scikit-learn SVC's scale of C (``C_scale="svc"``, the
+default). :func:`fit_dopmid` solves it by cutting planes (seed Algorithm 1) with OCAS's line
+search (:mod:`jaxrank.dopmid_loop`), each working-set QP by an interior-point method
+(:func:`jaxrank.dopmid_qp.solve_qp`) and each most violated labelling exactly
+(:func:`jaxrank.dopmid_oracle.most_violated`), until the duality gap is at most
+:math:`C'\varepsilon`. :class:`DOPMIDModel` predicts :math:`\operatorname{sign}(w^\top\phi(x))`
+and is saved by :mod:`jaxrank.io`.
 
-**Loss** (seed eq. 8, 9). With :math:`FN(\bar y)` positives labelled :math:`-1` and
-:math:`FP(\bar y)` negatives labelled :math:`+1`,
+The formulation (reconstructed: the seed's text lost its formulas), the feature maps, the scale
+of C, the bias, the certificate and status, and the measurements behind the defaults:
+docs/design.md §11.
 
-.. math::
-
-  \Delta_{AM}(\bar y, y) = 1 - \mathrm{AM}(\bar y)
-    = \tfrac12\Big(\frac{FN}{n_+} + \frac{FP}{n_-}\Big), \qquad
-  \Delta_{QM}(\bar y, y) = 1 - \mathrm{QM}(\bar y)
-    = \sqrt{\tfrac12\Big(\big(\tfrac{FN}{n_+}\big)^2 + \big(\tfrac{FP}{n_-}\big)^2\Big)},
-
-AM and QM as in :func:`jaxrank.metrics.am` / :func:`jaxrank.metrics.qm`. Both vanish at
-:math:`\bar y = y` and are positive elsewhere (the seed's conditions eq. 6). With this (standard)
-QM, :math:`\Delta_{QM} \ge \Delta_{AM}` by the power-mean inequality; the seed's Lemma 1 states an
-inequality between the two losses whose formulas were lost, so it cannot be checked here.
-
-**1-slack QP** (seed OP1; Joachims 2005 OP 2):
-
-.. math::
-
-  \min_{w,\ \xi \ge 0}\ \tfrac12 \|w\|^2 + C \xi \quad\text{s.t.}\quad
-  \forall \bar y:\ w^\top[\Psi(X, y) - \Psi(X, \bar y)] \ge \Delta(\bar y, y) - \xi .
-
-Equivalently :math:`\min_w \tfrac12\|w\|^2 + C \max_{\bar y} H_w(\bar y)` with the violation
-:math:`H_w(\bar y) = \Delta(\bar y, y) - w^\top g(\bar y)`,
-:math:`g(\bar y) = \Psi(X, y) - \Psi(X, \bar y) = \sum_i u_i \phi(x_i)`,
-:math:`u_i = c_i (y_i - \bar y_i) \in \{0, \pm 2 c_i\}` (:math:`H_w(y) = 0`).
-
-**Cutting planes** (seed Algorithm 1; Joachims 2005 Alg. 1; JFY 2009 Alg. 4). Start with the
-working set :math:`\mathcal W = \{y\}` (the plane :math:`g = 0, \Delta = 0`, i.e.
-:math:`\xi \ge 0`) and :math:`w = 0`. Repeat: find the most violated labelling
-:math:`\hat y = \arg\max_{\bar y} H_w(\bar y)` (seed OP2); with
-:math:`\xi = \max_{\bar y \in \mathcal W} H_w(\bar y)`, stop if
-:math:`H_w(\hat y) \le \xi + \varepsilon` (``tol``); otherwise add :math:`\hat y` to
-:math:`\mathcal W` and re-solve the QP over :math:`\mathcal W` in its dual (C here is the
-slack's weight, :math:`nC` on the default scale: *Scale of C* below)
-
-.. math::
-
-  \max_{\alpha \ge 0,\ \sum_c \alpha_c = C}\ \sum_c \alpha_c \Delta_c
-    - \tfrac12 \sum_{c, c'} \alpha_c \alpha_{c'} G_{cc'}, \qquad
-  G_{cc'} = g_c^\top g_{c'} = u_c^\top K u_{c'}, \qquad w = \sum_c \alpha_c g_c,
-
-a QP over a simplex of size :math:`|\mathcal W|` (:func:`solve_qp`). At the stop,
-:math:`\tfrac12\|w\|^2 + C\max_{\bar y} H_w(\bar y)` is within :math:`C\varepsilon` of the
-optimum (the duality gap ``info.gap``; *Certificate and status* below). JFY (2009) bound the
-number of iterations by :math:`O(C R^2 / \varepsilon)`, :math:`R = \max \|g(\bar y)\|`. Planes whose
-multiplier stayed 0 for ``prune_after`` consecutive QPs are dropped (common practice in 1-slack
-solvers; not in the seed): removing a plane with :math:`\alpha_c = 0` leaves the current QP
-solution optimal, so the dual still increases at every iteration and the bound still holds.
-
-**Line search** (``line_search=True``, the default since issue 31; not in the seed). The plain
-loop above zigzags at large C: its model :math:`w^c` is the working set's optimum, which jumps
-between cutting planes far from the true optimum. OCAS (Franc & Sonnenburg 2009, *Optimized
-cutting plane algorithm for large-scale risk minimization*, JMLR 10, Alg. 2) keeps the best
-point :math:`w^b` instead, moved at every iteration to the minimum of the full objective on the
-line towards :math:`w^c`, and cuts the next plane at :math:`0.9\,w^b + 0.1\,w^c` (at
-:math:`w^c` when that plane adds too little); the working-set QP and the certificate (below,
-with the model :math:`w = w^b`) are unchanged. Measured on satimage (4,826 rows, linear, AM,
-float32; ``bench/dopmid_satimage.py``, RESULTS.md §9): from C = 0.01 to 100 it needs 11-99
-planes and under 2 s a fit once compiled, every C ``CONVERGED``; the plain loop needs 36-700
-planes and up to 64 s and ends ``PRECISION`` at C = 10 and 100 (before issue 31, from C = 3).
-A linear model is held as :math:`w` itself, not as its expansion over the rows, which cancels
-:math:`4\cdot 10^5`-fold at C = 100 (:mod:`jaxrank.dopmid_loop`).
-
-**Most violated labelling.** :math:`\Delta` depends on :math:`\bar y` only through
-:math:`(FN, FP)`, and :math:`-w^\top g(\bar y) = -2\sum_{i \in +, \bar y_i = -1} c_i s_i +
-2\sum_{j \in -, \bar y_j = +1} c_j s_j` with scores :math:`s = w^\top\phi(x)`. For a given
-:math:`(FN, FP) = (k, l)` the best labelling therefore flips the :math:`k` lowest-scored
-positives and the :math:`l` highest-scored negatives (Joachims 2005, Alg. 2; exchange argument).
-
-- AM (seed Sec. 3.3.1): :math:`\Delta_{AM}` is linear in :math:`(k, l)`, so :math:`H` splits
-  over rows: flip positive :math:`i` iff :math:`\tfrac1{2n_+} - 2 c_i s_i > 0` and negative
-  :math:`j` iff :math:`\tfrac1{2n_-} + 2 c_j s_j > 0` — the seed's sorting argument
-  (Hardy-Littlewood-Pólya) reduced to thresholds, exact, :math:`O(n)`.
-- QM (seed Sec. 3.3.2, Algorithm 2): the square root couples :math:`k` and :math:`l`. The seed's
-  "greedy" search starts from the perfect labelling :math:`\bar y = y`, flips positives one at a
-  time in increasing score order and, for each number :math:`k` of flipped positives, negatives
-  one at a time in decreasing score order, keeping the best :math:`H`. Every :math:`(k, l)` is
-  visited, so by the exchange argument the search is **exact** (tests check it against all
-  :math:`2^n` labellings), in :math:`O(n \log n + n_+ n_-)` as the seed states: one sort, prefix
-  sums of the sorted scores, and a :math:`(n_+ + 1) \times (n_- + 1)` table evaluated in blocks of
-  about :math:`2^{20}` entries.
-
-**Bias.** The seed fits :math:`w` without a bias ("it can be incorporated in a straightforward
-way"); ``bias=b > 0`` appends a constant feature :math:`b` (regularised, like SVM-perf's ``-b``
-and :class:`sklearn.svm.LinearSVC`). Caution with ``feature_map="sum"``: for AM it is an
-*unweighted* hinge with class-dependent margins (*Scale of C*), and on strongly imbalanced data
-whose rare class is not linearly separable its minimiser with a bias puts every row in the
-majority class (test AM = 1/2 on satimage, yeast4, abalone19 and ``make_rare_class`` for every
-C tried; a warning says so); without a bias the decision boundary passes through the origin and
-the model is useful on standardised data. ``"balanced"`` weights the classes equally and works
-with or without a bias.
-
-**Scale of C** (``C_scale``). With ``C_scale="svc"`` (the default) the weights are
-:math:`c_i = 1/(2n)` (``"sum"``) or :math:`c_i = 1/(4 n_{y_i})` (``"balanced"``) and the slack is
-weighted by :math:`nC`:
-
-.. math::
-
-  \min_w \tfrac12\|w\|^2 + nC \max_{\bar y} H_w(\bar y).
-
-For AM, :math:`\max_{\bar y} H_w` splits over rows (*Most violated labelling*) and this is
-exactly scikit-learn's linear SVC objective :math:`\tfrac12\|w\|^2 + C\sum_i \kappa_i
-\max(0, m_i - y_i w^\top\phi(x_i))`, a **sum** over samples times C: ``"balanced"`` gives
-``class_weight="balanced"`` (:math:`\kappa_i = n/(2n_{y_i})`, margin :math:`m_i = 1`);
-``"sum"`` an unweighted hinge (:math:`\kappa_i = 1`) with class-dependent margins
-:math:`m_i = n/(2n_{y_i})` (1 for balanced classes). So C means the same at every n and is
-useful from about 0.01 to 100 on standardised rows, like SVC's; QM has no row-wise form but the
-same scale. ``C_scale="paper"`` takes the seed's constants, :math:`c_i = 1` (``"sum"``) or
-:math:`1/n_{y_i}` (``"balanced"``), with C on :math:`\xi` itself: the same problem as ``"svc"``
-with :math:`C_{svc} = 4n\,C_{paper}` (``"sum"``) or :math:`16 C_{paper}/n` (``"balanced"``),
-its :math:`w` being :math:`\kappa w_{svc}` with :math:`\kappa = 1/(2n)` or :math:`1/4` and its
-objective :math:`\kappa^2` times; it is solved in the ``"svc"`` form and converted (its
-:math:`\|\Psi\| \propto n` made the working-set QP fail in float32: issue 17, where C = 1 to
-100 returned :math:`w = 0` labelled CONVERGED). The seed's exact setting is
-``feature_map="sum", C_scale="paper"``.
-
-**Certificate and status.** ``tol`` = :math:`\varepsilon` is on the loss scale
-(:math:`\Delta \in [0, 1]`). With :math:`\bar\xi = \sum_c (\alpha_c / C')\, H_w(\bar y_c)`
-(:math:`C' = nC` the slack's weight, :math:`\sum_c \alpha_c = C'`), the primal value
-:math:`P = \tfrac12\|w\|^2 + C' \max_{\bar y} H_w` and the dual value
-:math:`D = \tfrac12\|w\|^2 + C'\bar\xi = \sum_c \alpha_c \Delta_c - \tfrac12\|w\|^2` (a lower
-bound on the optimum for any feasible :math:`\alpha`) differ by
-:math:`P - D = C'(\max_{\bar y} H_w - \bar\xi)`. ``CONVERGED`` means
-:math:`P - D \le C'\varepsilon`, computed from that difference of two :math:`O(1)` numbers
-(``info.gap``): the returned :math:`w` is within :math:`C'\varepsilon` of the optimum, i.e.
-within :math:`\varepsilon` relative to :math:`P(0) = C'`. (With the line search, :math:`P` is
-at the model :math:`w^b` and :math:`D` at the QP's :math:`w^c = \sum_c \alpha_c g_c`:
-:math:`P - D = C'(\max_{\bar y} H_{w^b} - \sum_c (\alpha_c/C')\Delta_c) + \tfrac12(\|w^b\|^2
-+ \|w^c\|^2)`.) The seed's rule
-:math:`H_w(\hat y) \le \xi + \varepsilon` (:math:`\xi` the working set's largest violation)
-is the same when the working-set QP is solved exactly; when the most violated labelling is
-already in the working set (with the line search: OCAS's plane adds less than
-:math:`0.1\varepsilon` and the plain one at :math:`w^c` less than :math:`\varepsilon`, where an
-exact QP guarantees more) but the gap is still open, the QP could not be solved accurately
-enough in the dtype: status ``PRECISION`` and a warning. A
-model whose training scores are all equal (:math:`w = 0`, or a constant classifier) is refused
-with a ``ValueError``; one that puts every training row in one class (training AM = 1/2)
-warns.
-
-The QP (:func:`solve_qp`) is solved by a primal-dual interior-point method (Mehrotra
-predictor-corrector) in ``lax.while_loop``, followed by an active-set polish: the KKT system on
-the estimated support is solved exactly; of the two points the one with the smaller
-Frank-Wolfe gap (a certified bound on its suboptimality, :math:`\max_c \xi_c -
-\sum_c (\alpha_c/C')\,\xi_c` in the plane violations :math:`\xi_c`) is kept, which gives the
-solution to rounding (tests compare with scipy and with enumeration of supports). The QP is
-scaled so that its multipliers are O(1) whether or not C binds (:func:`solve_qp`).
-
-**Saving.** :meth:`DOPMIDModel.save` writes a checksummed ``.npz`` (:mod:`jaxrank.io`) and
-:func:`jaxrank.load` reads it back bit for bit. A loaded model is held to what a fit leaves:
-one float dtype, a linear (``coef`` ``(d,)``) or kernel (a jaxrank kernel, a finite ``(n, d)``
-``basis``, ``coef`` ``(n,)``) layout, ``C`` finite and > 0, status codes of a finished fit,
-``n_planes ≤ iterations``, finite numbers unless the status is ``NONFINITE``, and (linear)
-``½||coef||² ≤ info.objective``, which every fit satisfies (``objective = ½||w||² +
-C'·violation``, ``violation ≥ 0``) and a file with ``coef`` of 1e38 does not.
+Example:
+  >>> import jaxrank
+  >>> from jaxrank.dopmid import fit_dopmid
+  >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
+  >>> X = (X - X.mean(0)) / X.std(0)
+  >>> model = fit_dopmid(X, y, 1.0, measure="qm")  # C = 1 on SVC's scale
+  >>> float(jaxrank.metrics.qm(y, model.predict(X))) > 0.5  # training QM
+  True
 """
 
 from __future__ import annotations
@@ -313,7 +159,7 @@ class DOPMIDModel:
         """Write the model to ``path`` as a checksummed ``.npz`` (:func:`jaxrank.io.save`).
 
         :func:`jaxrank.load` reads it back bit for bit and refuses a file whose fields a fit
-        could not have produced (module notes, *Saving*).
+        could not have produced (docs/design.md §11, *Saving*).
 
         Example:
           >>> import os, tempfile, jaxrank
@@ -362,7 +208,7 @@ def fit_dopmid(
 ) -> DOPMIDModel:
     r"""Fit DOPMID: the 1-slack structural SVM for AM or QM by cutting planes (seed 004).
 
-    Solves (module notes; seed OP1 with the loss eq. 8 or 9, Joachims 2005 OP 2)
+    Solves (docs/design.md §11; seed OP1 with the loss eq. 8 or 9, Joachims 2005 OP 2)
 
     .. math::
 
@@ -375,7 +221,7 @@ def fit_dopmid(
     the linear SVC :math:`\min_w \tfrac12\|w\|^2 + C\sum_i \kappa_i\max(0, m_i - y_i
     w^\top\phi(x_i))`, a sum over samples times C: ``class_weight="balanced"`` for
     ``"balanced"`` (:math:`\kappa_i = n/(2n_{y_i})`, :math:`m_i = 1`), unweighted with margins
-    :math:`m_i = n/(2n_{y_i})` for ``"sum"`` (module notes, *Scale of C*).
+    :math:`m_i = n/(2n_{y_i})` for ``"sum"`` (docs/design.md §11, *Scale of C*).
 
     Args:
       X: ``(n, d)`` training rows, taken as given (standardise first; without a bias the
@@ -391,7 +237,7 @@ def fit_dopmid(
         (``"gaussian"``, ``"polynomial"``): the ``n × n`` kernel matrix is formed (refused above
         the memory budget). A linear kernel object means ``None``.
       bias: value ``b ≥ 0`` of a constant, regularised feature appended to ``φ`` (0: no bias, as
-        in the seed). See the module notes before combining ``b > 0`` with ``"sum"``.
+        in the seed). See docs/design.md §11 (*Bias*) before combining ``b > 0`` with ``"sum"``.
       feature_map: ``"balanced"`` (default: each class averaged, ``c_i ∝ 1/n_{y_i}``) or
         ``"sum"`` (Joachims' and the seed's, ``c_i ∝ 1``).
       C_scale: ``"svc"`` (default) or ``"paper"``: the seed's constants ``c_i = 1`` /
@@ -406,7 +252,7 @@ def fit_dopmid(
         never).
       qp_max_iter: cap on interior-point iterations per QP.
       line_search: ``True`` (default): OCAS, the model moved by a line search on the full
-        objective and planes cut beside it (module notes, *Line search*); ``False``: the plain
+        objective and planes cut beside it (docs/design.md §11, *Line search*); ``False``: the plain
         cutting planes of seed Algorithm 1, many more iterations at large C.
       dtype: ``float32`` or ``float64``; default float64 when ``X`` is float64 and x64 is on.
       memory_budget: bytes the kernel matrix may take (kernel only; default as in
@@ -462,7 +308,7 @@ def fit_dopmid(
     n = X.shape[0]
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     # Solved on the "svc" scale whatever C_scale is: the "paper" problem is the same up to
-    # w_paper = κ·w_svc and a factor κ² on its objective (module notes, *Scale of C*), and
+    # w_paper = κ·w_svc and a factor κ² on its objective (docs/design.md §11, *Scale of C*), and
     # its ||Ψ|| ∝ n makes the working-set QP needlessly ill-scaled (PRECISION in float32).
     if C_scale == "svc":
         C_svc, kappa = C, 1.0
