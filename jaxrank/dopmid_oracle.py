@@ -1,5 +1,5 @@
 """DOPMID's structural loss and most violated labelling, by sorting (AM) or a table (QM)
-(seed 004; see :mod:`jaxrank.dopmid` for the reconstruction of its formulas).
+(seed 004; the reconstruction of its formulas: docs/design.md §11).
 
 Split from :mod:`jaxrank.dopmid`, which re-exports :func:`structured_loss`,
 :class:`MostViolated` and :func:`most_violated`.
@@ -70,7 +70,7 @@ def check_feature_map(feature_map) -> str:
 def structured_loss(y, ybar, *, measure: str = "am") -> jax.Array:
     r"""The DOPMID loss :math:`\Delta(\bar y, y)`: ``1 − AM(ȳ)`` or ``1 − QM(ȳ)``.
 
-    Seed 004 eq. (8) (AM) and eq. (9) (QM), reconstructed as in the module notes.
+    Seed 004 eq. (8) (AM) and eq. (9) (QM), reconstructed as in docs/design.md §11.
 
     Args:
       y: ``(n,)`` true two-valued labels (positive class ``+1``, ``1`` or ``True``).
@@ -126,7 +126,8 @@ def check_scale(C_scale) -> str:
 
 
 def class_weights(feature_map: str, C_scale: str, n_pos: int, n_neg: int) -> tuple[float, float]:
-    """``(c_+, c_-)``: the per-row weights of Ψ for each class (module notes, *Scale of C*)."""
+    """``(c_+, c_-)``: the per-row weights of Ψ for each class (docs/design.md §11,
+    *Scale of C*)."""
     n = n_pos + n_neg
     if C_scale == "paper":
         return (1.0, 1.0) if feature_map == "sum" else (1.0 / n_pos, 1.0 / n_neg)
@@ -235,7 +236,7 @@ def most_violated(
 
     Seed 004 OP2, Sec. 3.3. For AM by per-row thresholds (the seed's sorting argument, exact,
     :math:`O(n)`), for QM by the seed's Algorithm 2 (incremental flips in score order over every
-    ``(FN, FP)`` pair, exact, :math:`O(n \log n + n_+ n_-)`); see the module notes.
+    ``(FN, FP)`` pair, exact, :math:`O(n \log n + n_+ n_-)`); see docs/design.md §11.
 
     Args:
       scores: ``(n,)`` finite scores ``s_i = w·φ(x_i)``.
@@ -243,7 +244,7 @@ def most_violated(
       measure: ``"am"`` or ``"qm"``.
       feature_map: ``"balanced"`` (``c_i ∝ 1 / n_{y_i}``) or ``"sum"`` (``c_i ∝ 1``).
       C_scale: ``"svc"`` (``c_i = 1/(4 n_{y_i})`` or ``1/(2n)``, as :func:`fit_dopmid` by
-        default) or ``"paper"`` (``c_i = 1/n_{y_i}`` or ``1``); module notes, *Scale of C*.
+        default) or ``"paper"`` (``c_i = 1/n_{y_i}`` or ``1``); docs/design.md §11, *Scale of C*.
       method: ``"threshold"`` (AM only) or ``"table"`` (any measure); default: ``"threshold"``
         for AM, ``"table"`` for QM.
 
