@@ -715,7 +715,15 @@ def fit_rows(
         dtype=dt,
         causes=lambda: fit_causes(X, kernel, eps),
     )
-    warn_status(info, lams, tol, floor)
+    # Every status but CONVERGED warns: reaching the dtype's gradient floor is CONVERGED
+    # (jaxrank.solver, "Stopping and rounding"), so PRECISION is a stall above it.
+    warn_stopped(
+        info.status, info.iterations, "λ", lams, "||grad||_∞=", info.grad_norm,
+        head=f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
+        "dtype's gradient floor)",
+        remedies={Status.NONFINITE: "check the data's scale and λ"},
+        stacklevel=3,  # the caller of fit_rows
+    )  # fmt: skip
 
     if scalar:
         betas = betas[0]
@@ -1155,17 +1163,3 @@ def fit_causes(X, kernel, eps) -> list[str]:
         causes.append(f"σ² = {float(np.max(kernel.sigma2)):.3g} against X's scale")
     causes.append("λ, the data's scale or the dtype (try dtype=np.float64)")
     return causes
-
-
-def warn_status(info: SolverInfo, lams: np.ndarray, tol: float, floor: float) -> None:
-    # Every status but CONVERGED warns: reaching the dtype's gradient floor is CONVERGED
-    # (jaxrank.solver, "Stopping and rounding"), so PRECISION is a stall above it.
-    warn_stopped(
-        info.status, info.iterations, "λ", lams, "||grad||_∞=", info.grad_norm,
-        head=f"solver stopped before ||grad||_∞ ≤ {max(tol, floor):.2e} (max of tol and the "
-        "dtype's gradient floor)",
-        advice="PRECISION means neither the objective nor the gradient decreases measurably in "
-        "this dtype (try dtype=float64); MAX_ITER: raise max_iter; NONFINITE: check the data "
-        "and λ.",
-        stacklevel=4,  # the caller of fit_rows
-    )  # fmt: skip

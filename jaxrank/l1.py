@@ -611,7 +611,12 @@ def fit_l1(
         zero=bool(np.all(betas == 0)),  # one μ ≥ μ_max has the optimum 0; every μ, no model
         causes=lambda: fit_causes(X, st.kernel, eps),
     )  # fmt: skip
-    _warn_status(info, mus, tol, st.floor)
+    # The solver's CONVERGED already includes the dtype's floor (jaxrank.solver): every other
+    # status is an early stop and warns, as jaxrank.fit does.
+    warn_stopped(
+        info.status, info.iterations, "μ", mus, "residual ", info.grad_norm,
+        head="fit_l1 stopped before the optimality tolerance", stacklevel=3,  # fit_l1's caller
+    )  # fmt: skip
     if scalar:
         betas = betas[0]
         info = jax.tree.map(lambda a: a[0], info)
@@ -627,18 +632,6 @@ def fit_l1(
         eps=float(eps),
         l1=put(mus[0] if scalar else mus, dt),
     )
-
-
-def _warn_status(info: L1Info, mus: np.ndarray, tol: float, floor: float) -> None:
-    # The solver's CONVERGED already includes the dtype's floor (jaxrank.solver): every other
-    # status is an early stop and warns, as jaxrank.fit does.
-    warn_stopped(
-        info.status, info.iterations, "μ", mus, "residual ", info.grad_norm,
-        head="fit_l1 stopped before the optimality tolerance",
-        advice="MAX_ITER: raise max_iter; PRECISION: the objective cannot decrease measurably in "
-        "this dtype; NONFINITE: check the data.",
-        stacklevel=4,  # the caller of fit_l1
-    )  # fmt: skip
 
 
 def _to_arrays(model: L1Model) -> dict[str, Any]:

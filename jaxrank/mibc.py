@@ -472,7 +472,13 @@ def fit_mibc(
         causes=["X far from the origin relative to its spread for this dtype (centre X, e.g. "
                 "StandardScaler)", "every positive row equal after whitening"],
     )  # fmt: skip
-    _warn_status(info, nus, tol)
+    if not np.all(np.asarray(info.status) == Status.CONVERGED):  # the gaps, for a warning
+        rel = np.asarray(info.gap) / np.maximum(np.asarray(info.objective), np.finfo(float).tiny)
+        warn_stopped(
+            info.status, info.iterations, "nu", nus, "relative gap ", rel,
+            head=f"MIBC dual QP stopped above the duality-gap tolerance {tol:.1e}",
+            stacklevel=3,  # the caller of fit_mibc
+        )  # fmt: skip
     model = MIBCModel(
         moments=moments,
         kernel=kern,
@@ -489,19 +495,6 @@ def fit_mibc(
     if scalar:
         model = model.select(0)
     return model
-
-
-def _warn_status(info: MIBCInfo, nus: np.ndarray, tol: float) -> None:
-    if np.all(np.asarray(info.status) == Status.CONVERGED):
-        return  # (the relative gaps are formed only for a warning)
-    rel = np.asarray(info.gap) / np.maximum(np.asarray(info.objective), np.finfo(float).tiny)
-    warn_stopped(
-        info.status, info.iterations, "nu", nus, "relative gap ", rel,
-        head=f"MIBC dual QP stopped above the duality-gap tolerance {tol:.1e}",
-        advice="MAX_ITER: raise max_iter; PRECISION: the gap cannot shrink further in this dtype "
-        "(use float64 or a larger tol); NONFINITE: check the data.",
-        stacklevel=4,  # the caller of fit_mibc
-    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

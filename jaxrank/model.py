@@ -18,7 +18,7 @@ import numpy as np
 from jaxrank import _flax, io
 from jaxrank import kernels as _kernels
 from jaxrank._validation import check_cast, check_X
-from jaxrank.solver import SolverInfo, Status
+from jaxrank.solver import SolverInfo, stopped_message
 
 __all__ = [
     "ConvergenceWarning",
@@ -48,34 +48,20 @@ class ConvergenceWarning(UserWarning):
 
 
 def warn_stopped(
-    status, iterations, name: str, values, detail: str, numbers, *, head: str, advice: str,
-    stacklevel: int,
+    status, iterations, name: str, values, detail: str, numbers, *, head: str, stacklevel: int,
+    remedies=None,
 ) -> None:  # fmt: skip
     """Warn (:class:`ConvergenceWarning`) when some entries of a fit's ``status`` stopped before
-    convergence (any status but ``CONVERGED``).
-
-    The message: ``"{head} for {n} of {total} {name} value(s): {listing}. {advice}"``, the
-    listing naming the first six as ``"{name}={value:.3g}: STATUS after N iterations,
-    {detail}{number:.2e}"`` (``values``, ``iterations`` and ``numbers`` indexed like
-    ``status``), joined by ``"; "``, then ``" (and k more)"``. ``stacklevel`` as in
-    :func:`warnings.warn`, counted from this function.
+    convergence (any status but ``CONVERGED``): every fitter's one warning, its text
+    :func:`jaxrank.solver.stopped_message` (the status table's messages; ``remedies``, the
+    fitter's own words for a status). ``stacklevel`` as in :func:`warnings.warn`, counted from
+    this function.
     """
-    status = np.asarray(status)
-    bad = np.flatnonzero(status != Status.CONVERGED)
-    if bad.size == 0:
-        return
-    parts = [
-        f"{name}={values[i]:.3g}: {Status(int(status[i])).name} after "
-        f"{int(np.asarray(iterations)[i])} iterations, {detail}{float(np.asarray(numbers)[i]):.2e}"
-        for i in bad[:6]
-    ]
-    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
-    warnings.warn(
-        f"{head} for {bad.size} of {status.size} {name} value(s): " + "; ".join(parts) + more
-        + f". {advice}",
-        ConvergenceWarning,
-        stacklevel=stacklevel,
-    )  # fmt: skip
+    text = stopped_message(
+        status, iterations, name, values, detail, numbers, head=head, remedies=remedies
+    )
+    if text is not None:
+        warnings.warn(text, ConvergenceWarning, stacklevel=stacklevel)
 
 
 @jax.tree_util.register_dataclass

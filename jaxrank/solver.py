@@ -66,6 +66,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["SolverInfo", "Status", "trust_ncg", "trust_ncg_grid"]
 
@@ -94,6 +95,81 @@ class Status(enum.IntEnum):
     PRECISION = 2
     #: the objective or gradient became NaN or infinite.
     NONFINITE = 3
+
+    @property
+    def message(self) -> str:
+        """What the status means, in the words of every fitter's :class:`ConvergenceWarning`
+        (one table for the solver and every fitter, as optimistix's ``RESULTS``).
+
+        Example:
+          >>> import jaxrank
+          >>> jaxrank.Status.MAX_ITER.message
+          'the iteration cap was reached before the optimality certificate held'
+        """
+        return _STATUS_MESSAGES[self]
+
+
+_STATUS_MESSAGES = {
+    Status.RUNNING: "the fit is still running",
+    Status.CONVERGED: "the optimality certificate holds",
+    Status.MAX_ITER: "the iteration cap was reached before the optimality certificate held",
+    Status.PRECISION: "no step lowers the objective or its optimality measure measurably in "
+    "this dtype",
+    Status.NONFINITE: "the objective or its gradient became NaN or infinite",
+}
+
+#: What to do about each early stop, in the terms of the fitters with a ``max_iter``, a ``tol``
+#: and a ``dtype``; a fitter with other knobs (the stochastic one's epochs and learning rate)
+#: passes its own words for a status to :func:`stopped_message`.
+STATUS_REMEDIES = {
+    Status.MAX_ITER: "raise max_iter (or tol)",
+    Status.PRECISION: "fit in float64 (dtype=np.float64 with x64 on) or raise tol",
+    Status.NONFINITE: "check the data's scale and the penalty",
+}
+
+
+def stopped_message(
+    status, iterations, name: str, values, detail: str, numbers, *, head: str,
+    remedies=None,
+) -> str | None:  # fmt: skip
+    """The one text of a fit that stopped before convergence, or ``None`` when every entry of
+    ``status`` is ``CONVERGED`` (:func:`jaxrank.model.warn_stopped` warns with it).
+
+    ``"{head} for {n} of {total} {name} value(s): {listing}. {advice}"``, the listing naming the
+    first six as ``"{name}={value:.3g}: STATUS after N iterations, {detail}{number:.2e}"``
+    (``values``, ``iterations`` and ``numbers`` indexed like ``status``, which may be a scalar),
+    joined by ``"; "``, then ``" (and k more)"``; the advice, for each status that occurred,
+    ``"STATUS: {Status.message}: {remedy}"``, the remedy from :data:`STATUS_REMEDIES` unless
+    ``remedies`` gives the fitter's own.
+
+    Example:
+      >>> from jaxrank.solver import stopped_message
+      >>> print(stopped_message([0, 1], [5, 50], "λ", [1.0, 0.5], "||grad||_∞=", [0.0, 2e-3],
+      ...                       head="solver stopped early"))  # doctest: +NORMALIZE_WHITESPACE
+      solver stopped early for 1 of 2 λ value(s): λ=0.5: MAX_ITER after 50 iterations,
+      ||grad||_∞=2.00e-03. MAX_ITER: the iteration cap was reached before the optimality
+      certificate held: raise max_iter (or tol).
+    """
+    status = np.atleast_1d(np.asarray(status))
+    bad = np.flatnonzero(status != Status.CONVERGED)
+    if bad.size == 0:
+        return None
+    iterations = np.atleast_1d(np.asarray(iterations))
+    numbers = np.atleast_1d(np.asarray(numbers))
+    values = np.atleast_1d(np.asarray(values))
+    parts = [
+        f"{name}={float(values[i]):.3g}: {Status(int(status[i])).name} after "
+        f"{int(iterations[i])} iterations, {detail}{float(numbers[i]):.2e}"
+        for i in bad[:6]
+    ]
+    more = f" (and {bad.size - 6} more)" if bad.size > 6 else ""
+    fixes = {**STATUS_REMEDIES, **(remedies or {})}
+    seen = sorted({Status(int(s)) for s in status[bad]})
+    advice = "; ".join(f"{s.name}: {s.message}: {fixes[s]}" for s in seen)
+    return (
+        f"{head} for {bad.size} of {status.size} {name} value(s): " + "; ".join(parts) + more
+        + f". {advice}."
+    )  # fmt: skip
 
 
 class SolverInfo(NamedTuple):

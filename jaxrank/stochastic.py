@@ -64,7 +64,6 @@ rows (``batch_size · m+``; the evaluation streams in chunks of the same size): 
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -88,7 +87,7 @@ from jaxrank._validation import (
     check_X_y,
 )
 from jaxrank.losses import smoothed_hinge
-from jaxrank.model import ConvergenceWarning, RankModel
+from jaxrank.model import RankModel, warn_stopped
 from jaxrank.solver import SolverInfo, Status
 
 __all__ = [
@@ -611,17 +610,18 @@ def fit_rankrc_stochastic(
         np.asarray(beta), int(status), "λ", lams[:1], who="fit_rankrc_stochastic", dtype=dt,
         causes=["the learning rate", "X's scale or the kernel's parameters for this dtype"],
     )  # fmt: skip
-    if status != Status.CONVERGED:
-        warnings.warn(
-            f"stochastic RankRC stopped with status {status.name} after {n_epochs} epochs "
-            f"({n_epochs * n_batches} steps): F={float(st.best_F):.6g}, "
-            f"||grad||_∞={float(st.best_g):.2e} (certificate: ≤ grad_tol·||∇F(0)||_∞ = "
-            f"{bound:.2e}). PRECISION: the objective stopped decreasing before the gradient "
-            "certificate held (lower tol, raise patience or batch_size); MAX_ITER: raise epochs "
-            "(or the learning rate); NONFINITE: lower the learning rate, check the data and λ.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+    warn_stopped(
+        int(status), n_epochs * n_batches, "λ", lams[:1], "||grad||_∞=", float(st.best_g),
+        head=f"stochastic RankRC stopped after {n_epochs} epochs: F={float(st.best_F):.6g}, "
+        f"certificate ||grad||_∞ ≤ grad_tol·||∇F(0)||_∞ = {bound:.2e}",
+        remedies={
+            Status.PRECISION: "the objective stopped decreasing before the gradient certificate "
+            "held: lower tol, raise patience or batch_size",
+            Status.MAX_ITER: "raise epochs (or the learning rate)",
+            Status.NONFINITE: "lower the learning rate, check the data and λ",
+        },
+        stacklevel=3,  # the caller of fit_rankrc_stochastic
+    )  # fmt: skip
     model = RankModel(
         basis=Xp,
         coef=beta,
