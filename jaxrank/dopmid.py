@@ -71,7 +71,7 @@ from jaxrank.dopmid_oracle import (
     structured_loss,
 )
 from jaxrank.dopmid_qp import QPResult, solve_qp
-from jaxrank.model import ConvergenceWarning, score_input
+from jaxrank.model import score_input, warn_stopped
 from jaxrank.solver import Status
 
 __all__ = [
@@ -368,7 +368,12 @@ def fit_dopmid(
         gap=gap,
     )
     _check_degenerate(state.scores, info, feature_map, bias)
-    _warn_status(info, tol, kappa**2 * C_xi, dt)
+    warn_stopped(
+        info.status, info.iterations, "C", C, "duality gap ", info.gap, stacklevel=3,
+        head=f"DOPMID stopped above the duality-gap tolerance C·tol = {kappa**2 * C_xi * tol:.3g} "
+        f"(max violation {float(info.violation):.3g}, working-set slack {float(info.slack):.3g})",
+        remedies={Status.NONFINITE: "check the data (standardise it) and C"},
+    )  # fmt: skip
     w = kappa * state.w
     if kern is None:
         coef, basis = w[: X.shape[1]], None
@@ -436,29 +441,6 @@ def _check_degenerate(scores, info: DOPMIDInfo, feature_map: str, bias: float) -
         f"DOPMID's model is degenerate: all {s.size} training scores are equal "
         f"({s[0]:.3g}), so it ranks nothing; {why}. Check the data (standardised?) and C."
     )
-
-
-def _warn_status(info: DOPMIDInfo, tol: float, C_xi: float, dt) -> None:
-    status = int(info.status)
-    if status == Status.CONVERGED:
-        return
-    name = Status(status).name
-    head = (
-        f"DOPMID stopped with status {name} after {int(info.iterations)} cutting-plane "
-        f"iterations: duality gap {float(info.gap):.3g} > C·tol = {C_xi * tol:.3g} (max "
-        f"violation {float(info.violation):.3g}, working-set slack {float(info.slack):.3g}). "
-    )
-    if status == Status.MAX_ITER:
-        fix = "Raise max_iter (or tol)."
-    elif status == Status.PRECISION:
-        fix = (
-            f"The working-set QP cannot be solved to that accuracy in {np.dtype(dt).name}"
-            + ("; fit in float64 (dtype=np.float64 with x64 on)" if dt != np.float64 else "")
-            + " or raise tol."
-        )
-    else:
-        fix = "Check the data (standardise it) and C."
-    warnings.warn(head + fix, ConvergenceWarning, stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------
