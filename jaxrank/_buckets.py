@@ -11,11 +11,7 @@ columns get a zero kernel column and a zero coefficient, extra λ duplicate a re
 i.e. four rungs per octave (…, 512, 640, 768, 896, 1024, 1280, …: at most 25 % padding, 12 %
 on average) while a rung is at most 1024 apart, then steps of 1024 (…, 8192, 9216, …: at most
 12.5 % at 8192, 1 % at 10⁵, 0.1 % at 10⁶, where a fit takes seconds and its own compilation is
-small beside it). Measured choice (``bench/compile_times.py``, issue 16): the solver compiles in
-3-5 s on the 2-core CPU and a warm 16-λ fit takes 0.08-0.4 s at m = 1000-2500, so a coarser
-ladder (two rungs per octave: up to 50 % more work, one compile per √2 in size) would still pay
-at small m, but would cost up to 1.4x per product (rows × basis) at m ≈ 5000-10⁴, where the fit
-itself takes seconds; four rungs keep that under 1.25² ≈ 1.56x worst case, 1.12² ≈ 1.25x typical.
+small beside it). Why four rungs per octave, measured: docs/design.md §12.
 
 λ counts go to powers of two (1, 2, 4, 8, 16, 32, …); the extra members repeat the largest λ
 (the fastest to converge) and are dropped from the result.

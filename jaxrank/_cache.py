@@ -17,10 +17,8 @@ configured no cache and has not opted out — sets:
 - ``jax_persistent_cache_min_compile_time_secs``: :data:`MIN_COMPILE_TIME_SECS`, only while it is
   at JAX's own default (1 s) and ``$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` is unset: a
   threshold the user chose is never lowered. JAX's 1 s caches only the solver and none of the
-  ~70 small programs around it. Measured on the 16-λ fit at m = 1000: a program compiled in
-  5-10 ms loads from the cache in 1-9 ms, so caching pays from ~10 ms up; the second process's
-  compile time is 0.55 s with every program cached, 0.58 s from 10 ms, 1.6 s from 50 ms and
-  2.5 s at JAX's 1 s. (``jax_persistent_cache_min_entry_size_bytes`` is already 0 in JAX.)
+  ~70 small programs around it (the break-even, measured: docs/design.md §12).
+  (``jax_persistent_cache_min_entry_size_bytes`` is already 0 in JAX.)
 
 A directory the user configured — ``jax.config.update("jax_compilation_cache_dir", ...)`` or
 ``$JAX_COMPILATION_CACHE_DIR`` (JAX reads it itself) — is theirs: nothing is changed then.

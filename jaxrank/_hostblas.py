@@ -3,13 +3,9 @@
 A fit factorises ``K_RR`` and the preconditioner's ``|R| × |R|`` matrices on the host
 (:func:`jaxrank._fitting.spectral_precond`, :func:`jaxrank._fitting.cholesky_precond`,
 :func:`jaxrank._fitting.psd_gram`). Right after a JAX computation, XLA:CPU's worker threads are
-still spinning, and a multi-threaded OpenBLAS call then competes with them for the cores:
-measured on
-the project's 2-core machine, ``np.linalg.eigh`` of a 256 × 256 matrix took 32-490 ms with
-OpenBLAS's default threads against 6-7 ms on one thread, and a 600-row
-``RankRCClassifierCV`` (36 fits) spent 11 of its 38 s there. On one thread these factorisations
-are O(|R|³) flops that stay below a second up to ``|R|`` ≈ 2000, so nothing is lost by pinning
-them.
+still spinning, and a multi-threaded OpenBLAS call then competes with them for the cores (up to
+70 times slower, measured: docs/design.md §12). On one thread these factorisations are O(|R|³)
+flops that stay below a second up to ``|R|`` ≈ 2000, so nothing is lost by pinning them.
 
 The pin uses ``threadpoolctl`` when it is installed (it comes with scikit-learn); without it
 the calls run with the BLAS library's own threading, as before.

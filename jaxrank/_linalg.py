@@ -6,11 +6,8 @@ thread pool and blocks its own pool thread until the pieces finish. When every p
 blocked that way — two such calls at once, from two Python threads (the threaded search of
 :mod:`jaxrank._cv`) or from two independent operations of one program (XLA:CPU runs independent
 operations concurrently) — the pieces never get a thread and the process hangs for good, every
-thread asleep in a futex. Measured here (jax 0.10.2, 2 cores): ``jit(vmap(cholesky))`` of 16
-300 × 300 matrices called from 2 threads hung within seconds, as did one program holding two
-independent batched Cholesky factorisations, called from one thread; a ``RankRCClassifierCV``
-on a KEEL set hung the same way (``bench/keel_wide.py``). Unbatched calls (one matrix per call)
-do not enter the pool and never hung (3 threads, 15 s each).
+thread asleep in a futex (measured: docs/design.md §12). Unbatched calls (one matrix per call)
+do not enter the pool and never hung.
 
 So each function here is the :mod:`jax.numpy` / :mod:`jax.scipy` one, wrapped in a
 :func:`jax.custom_batching.custom_vmap` whose rule, on CPU, loops over the batch

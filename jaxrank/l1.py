@@ -41,11 +41,7 @@ Limitation, measured: with ``λ = 0`` and a small μ (below about ``2⁻¹⁰ μ
 simulated data) the problem approaches the unregularised one, is very ill-conditioned, and
 FISTA (sublinear there) may stop at ``max_iter`` with a residual ~1e-5: a
 :class:`~jaxrank.ConvergenceWarning` says so; a small elastic ``λ`` or a larger μ avoids it.
-A trust-region Newton-CG polish on the face of the current signs (FISTA rounds, then Newton on
-the support) was tried and dropped: in exactly that regime nearly every coefficient is non-zero
-with signs still changing, and with ``λ = 0`` the smooth face problem ``s(β) + μ σᵀβ`` is
-unbounded below along the linear pieces of ℓ, so its Newton steps crossed zero in ~half the
-coordinates and were rejected (m = 600, μ = 2⁻⁹ μ_max: 30 of 30 rounds).
+(A Newton polish for that regime, tried and dropped: docs/design.md §12.)
 """
 
 from __future__ import annotations
@@ -536,8 +532,7 @@ def fit_l1(
       max_iter: cap on proximal-gradient steps per μ.
       path: ``"warm"`` (μ from large to small, each solve starting at the previous solution,
         as lasso paths are computed) or ``"batch"`` (the μ grid vmapped: one loop, as long as
-        its slowest member). Measured on the 2-core CPU (m = 600, 8 μ, float64): warm 2.0 s,
-        batch 14.9 s of CPU time, same solutions.
+        its slowest member; measured 7x slower: docs/design.md §12).
       init: optional start ``(|R|,)`` or ``(L, |R|)`` (default zeros); with ``path="warm"``
         only the largest μ starts there.
 

@@ -23,9 +23,9 @@ the slice ``[o_s, o_{s+1})``, with ``o_s = Σ_{r<s} m_r``; the level counts are 
 ``R − 1`` biclass terms is the sorted-window operator :func:`jaxrank.pairwise.value_and_grad` /
 :func:`jaxrank.pairwise.hvp` (reused, not copied); the terms are padded to common shapes and run
 as one ``jax.vmap`` of those operators (their native batched code), and the score-space
-gradients and Hessian-vector products are summed before the single product with ``K``. A Python
-loop over the levels gave the same numbers, but its compile time grew by ~2.5 s per level on the
-project's 2-core CPU (R = 8: 19 s); the batched form compiles in the same time for any ``R``.
+gradients and Hessian-vector products are summed before the single product with ``K``; the
+batched form compiles in the same time for any ``R`` (a loop over the levels did not: docs/design.md
+§12).
 Each term sorts only its positive level (the small side), so a Newton step costs
 ``O(Σ_s (m_s + o_s) log m_s) ≤ O(R · m log m)`` and ``O(R · m)`` memory for the windows, plus two
 products with ``K``; the ``Σ_{r<s} m_r m_s`` pairs are never formed.

@@ -22,9 +22,9 @@ quadratic piece (``f_j + lo ≤ f_i < f_j + 1``) are ``[a_j, b_j)``; ``a_j`` and
 The windows depend only on the current iterate, so :func:`windows` runs once per Newton step and
 :func:`hvp` reuses them in every CG step: O(m−) gathers and two scatters per product.
 
-On CPU, XLA's fusion decides much of the cost (measured for 16 λ at m = 10⁵): the sorted
-positives come out of a sort rather than a gather, a sum over the negatives is a product with
-ones, and each histogram is its own 1-D scatter, because the fused alternatives ran 2-6x slower.
+On CPU, XLA's fusion decides much of the cost: the sorted positives come out of a sort rather
+than a gather, a sum over the negatives is a product with ones, and each histogram is its own
+1-D scatter, because the fused alternatives ran slower (measured: docs/design.md §12).
 
 Precision: scores are shifted by the mean positive score first (the loss only sees
 differences), and the per-positive difference array only receives negatives whose quadratic

@@ -30,10 +30,8 @@ objective is always evaluated exactly in β (``β = U Λ^{-1/2} w``).
 Optimizer. Any optax transformation on ``w``; the default is ``optax.adam(1.0)``
 (:func:`default_optimizer`), and its schedule is *reduce on plateau* driven by the exact objective:
 after each epoch that ends above the best objective so far, the updates are scaled by ``decay``
-(0.5). Measured: 1e-5 to 4e-4 (relative) above the batch optimum after 21-30 epochs at
-λ = 10⁻⁴…10⁻² (float64, m+ = 100); 1.1e-3 after 25 epochs at m = 2·10⁵, m+ = 1000, λ = 2⁻⁸
-(float32, ``bench/stochastic.py``). Smaller λ converge slowly (the whitened problem's condition
-number is about 1/λ): at λ = 2·10⁻⁵ (m+ = 100) the fit stopped 1.4 % above the batch optimum.
+(0.5). Smaller λ converge slowly (the whitened problem's condition number is about 1/λ). How
+close to the batch optimum it stops, measured: docs/design.md §12.
 
 Stopping. After every epoch the full objective and gradient are evaluated exactly in one streaming
 pass over the majority rows in chunks (the per-negative score gradients depend only on that
@@ -48,13 +46,8 @@ lowest full objective seen. A plateau is not an optimality certificate, so the s
 (``∇F(0)``, the gradient of the all-tied model, is the problem's gradient scale: the loss
 part of every coordinate is bounded by ``max k``, and ``∇F(0)`` does not depend on λ); a
 plateau above it is ``PRECISION``: the stochastic iterate stopped improving before the gradient
-certificate held (with a warning). Measured at the default ``grad_tol = 1e-2`` (float64,
-m = 600, m+ = 30, batches of 95, ``tests/test_stochastic.py``'s data): the plateau rule stops at
-0.6-1.7 % of ``||∇F(0)||_∞`` with the default ``tol``/``patience`` (λ = 10⁻⁴…10⁻², so some λ
-end ``PRECISION``), and at 0.26-0.49 % with ``tol = 1e-6`` (the minibatch noise floor of this
-batch size); the batch Newton solver reaches 10⁻⁶ absolute. At the scale of docs/scaling.md
-(``bench/stochastic.py``: float32, m = 2·10⁵, m+ = 1000, λ = 2⁻⁸, batches of 1000) the
-committed run's plateau has ``||∇F||_∞ = 6.6e-4`` against ``||∇F(0)||_∞ = 0.120``: 0.55 %.
+certificate held (with a warning). Where the plateau stops against that certificate, measured:
+docs/design.md §12.
 
 Memory: ``X`` (``m·d``), ``K_{++}`` and its inverse factor (``2 m+²``) and one batch of kernel
 rows (``batch_size · m+``; the evaluation streams in chunks of the same size): never
@@ -133,10 +126,8 @@ def default_optimizer(learning_rate: float = 1.0) -> optax.GradientTransformatio
     whose exact full objective is not below the best so far, so a too large first step costs a
     few epochs, not divergence. In whitened coordinates the loss gradient is bounded by 2 and the
     solution's coordinates are O(1)-O(10) for the λ RankRC is used with, whatever the kernel
-    and the data scale, so one default serves all problems. Measured (float64, m = 5000,
-    m+ = 100, λ = 10⁻⁴…10⁻², batches of 100 or 500 majority rows): ``learning_rate`` 1.0 stops
-    1e-5 to 4e-4 (relative) above the batch optimum after 21-30 epochs; 0.1 stops 0.3-0.4 %
-    above it at λ = 10⁻⁴ (the steps were halved away before the iterate got there).
+    and the data scale, so one default serves all problems (measured against 0.1:
+    docs/design.md §12).
 
     Args:
       learning_rate: Adam's step size.
@@ -485,7 +476,7 @@ def fit_rankrc_stochastic(
       grad_tol: the optimality certificate a plateau must satisfy to be ``CONVERGED``:
         ``||∇F(β)||_∞ ≤ grad_tol · ||∇F(0)||_∞`` at the returned β, with both gradients exact
         (streamed). The default 1e-2 (a hundredfold reduction of the first-order residual) is
-        within reach of the default optimizer on the data measured in the module notes, but not
+        within reach of the default optimizer on the data measured in docs/design.md §12, but not
         always with the default ``tol``/``patience``; minibatch noise limits what SGD reaches
         (measured: 0.26-0.49 % of ``||∇F(0)||_∞`` at batches of 95), so much smaller values
         need larger batches or a batch solver (:func:`jaxrank.fit_rankrc`).
