@@ -26,6 +26,7 @@ __all__ = [
     "rare_class",
     "same_file",
     "seed_int",
+    "standardise",
     "standardizer",
 ]
 
@@ -244,10 +245,27 @@ def rare_class(y, positive: str | None, where: str) -> tuple[np.ndarray, str, tu
     return pos, str(keys[pos][0]), tuple(str(c) for c in classes)
 
 
-def standardizer(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and scale of each column (population std); constant columns are centred only."""
-    mean = X.mean(axis=0)
-    scale = X.std(axis=0)
+def standardizer(X=None, *, mean=None, std=None) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and scale of each column (population std): the one standardiser of the command line
+    (one process or several) and the benches, with one rule for constant columns: centred only.
+
+    Args:
+      X: ``(n, d)`` rows; or, instead, ``mean`` and ``std``: the columns' mean and population
+        standard deviation computed elsewhere (the distributed command line pools them over
+        processes).
+
+    Returns:
+      ``(mean, scale)``, both ``(d,)``: standardised rows are ``(X - mean) / scale``.
+    """
+    if X is not None:
+        mean, std = X.mean(axis=0), X.std(axis=0)
     # as scikit-learn's StandardScaler: a zero (or rounding-level) spread leaves the column as is
-    const = scale <= 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
-    return mean, np.where(const, 1.0, scale)
+    const = std <= 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
+    return mean, np.where(const, 1.0, std)
+
+
+def standardise(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    """``Xtr`` and ``others`` centred and scaled by :func:`standardizer` of the training rows
+    ``Xtr`` (what the benches call on a split)."""
+    mean, scale = standardizer(Xtr)
+    return [(A - mean) / scale for A in (Xtr, *others)]

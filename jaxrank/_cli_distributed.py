@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from jaxrank._cli_common import PAPER_LOG2_GRID, fmt_lam, label_keys
+from jaxrank._cli_common import PAPER_LOG2_GRID, fmt_lam, label_keys, standardizer
 from jaxrank._cli_modelfile import ModelFile, save_model_file
 from jaxrank._validation import check_binary_labels
 
@@ -55,8 +55,8 @@ def shard_files(spec: str, n_processes: int, process: int) -> list[str]:
 
 def _moments_standardizer(X: np.ndarray):
     """Mean and population standard deviation of every process's rows (Chan et al.'s update of
-    per-process counts, means and centred sums of squares); constant columns centred only, as
-    :func:`jaxrank._cli_common.standardizer` on all rows."""
+    per-process counts, means and centred sums of squares), scaled by
+    :func:`jaxrank._cli_common.standardizer` (its rule for constant columns) as on all rows."""
     from jaxrank.distributed import gather_rows
 
     n = X.shape[0]
@@ -68,9 +68,7 @@ def _moments_standardizer(X: np.ndarray):
     m = counts.sum()
     mu = (counts[:, None] * means).sum(axis=0) / m
     var = (M2s.sum(axis=0) + (counts[:, None] * (means - mu) ** 2).sum(axis=0)) / m
-    scale = np.sqrt(var)
-    const = scale <= 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mu), 1.0)
-    return mu, np.where(const, 1.0, scale)
+    return standardizer(mean=mu, std=np.sqrt(var))
 
 
 def _read_shard(args, P: int, me: int, check_output_path, io_data):

@@ -69,6 +69,7 @@ from jaxrank._cli_common import (
     positive_int,
     same_file,
     seed_int,
+    standardizer,
 )
 from jaxrank._cli_distributed import cmd_fit_distributed, wants_distributed
 from jaxrank._cli_fit import cmd_fit
@@ -127,7 +128,7 @@ def demo(*, trials: int = 3, t: float = 0.75, rho: float = 0.1, seed: int = 0, o
         Xtr, ytr = datasets.make_rare_class(1000, rho, None, centers=centers, key=ktr)
         Xva, yva = datasets.make_rare_class(1000, rho, None, centers=centers, key=kva)
         Xte, yte = datasets.make_rare_class(10000, rho, None, centers=centers, key=kte)
-        mu, sd = Xtr.mean(0), Xtr.std(0)  # standardise on the training split, as the paper
+        mu, sd = standardizer(Xtr)  # standardise on the training split, as the paper
         Xtr, Xva, Xte = ((A - mu) / sd for A in (Xtr, Xva, Xte))
         t0 = time.perf_counter()
         model = jaxrank.fit_rankrc(Xtr, ytr, lams)
