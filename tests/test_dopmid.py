@@ -47,7 +47,7 @@ def direct_loss(pos, hat, measure):
 
 
 def weights(pos, feature_map, scale="svc"):
-    """Per-row weights c_i of the joint feature map (module notes, *Scale of C*)."""
+    """Per-row weights c_i of the joint feature map (docs/design.md §11, *Scale of C*)."""
     if scale == "paper":
         if feature_map == "sum":
             return np.ones(pos.size)
@@ -162,7 +162,7 @@ def one_slack_optimum(Phi, pos, C, measure, c):
 def svc_objective(w, Phi, pos, C, feature_map):
     """scikit-learn's linear SVC objective ½||w||² + C Σ_i κ_i max(0, m_i − y_i wᵀφ_i):
     class_weight="balanced" (κ_i = n/(2 n_{y_i}), m_i = 1) or, for "sum", κ_i = 1 with
-    margins m_i = n/(2 n_{y_i}) (module notes, *Scale of C*)."""
+    margins m_i = n/(2 n_{y_i}) (docs/design.md §11, *Scale of C*)."""
     kappa, marg = svc_weights(pos, feature_map)
     y = np.where(pos, 1.0, -1.0)
     return 0.5 * w @ w + C * np.sum(kappa * np.maximum(0, marg - y * (Phi @ w)))
@@ -702,7 +702,7 @@ def test_satimage_c_grid_float32_converged_and_true():
         assert int(m32.info.status) == Status.CONVERGED, C
         ref = dp.fit_dopmid(Xtr, y[tr], C, tol=1e-6)
         w = np.asarray(m32.coef, np.float64)
-        # AM's most violated labelling flips each row with a positive gain (module notes)
+        # AM's most violated labelling flips each row with a positive gain (docs/design.md §11)
         s = Xtr @ w
         gain = np.where(pos, 0.5 / pos.sum(), 0.5 / (~pos).sum()) - 2 * c * (2 * pos - 1) * s
         primal = 0.5 * w @ w + n * C * np.sum(np.maximum(gain, 0))

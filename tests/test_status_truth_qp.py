@@ -126,7 +126,7 @@ def test_dopmid_converged_means_within_tol_of_the_optimum(
     assert status in (Status.CONVERGED, Status.PRECISION)
     if status != Status.CONVERGED:
         return
-    # the problem in the model's own scale, built here from the module notes' definitions
+    # the problem in the model's own scale, built from DOPMID's definitions (docs/design.md §11)
     if C_scale == "svc":
         Cp = n * C
         c = np.full(n, 0.5 / n) if feature_map == "sum" else np.where(pos, 0.25 / 3, 0.25 / 7)
