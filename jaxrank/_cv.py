@@ -6,7 +6,7 @@ stratified fold (:func:`jaxrank.select.stratified_folds`), basis policy (:data:`
 ``"auto"`` basis ``|R| = max(m+, min(m, min_basis))`` is :func:`jaxrank.bases.auto_basis`) and
 σ² value, the whole λ grid is one call of :func:`jaxrank.fit` on the warm path
 (:func:`cv_search`), run on :data:`SEARCH_THREADS` threads or as batched calls of the pure core
-(:mod:`jaxrank._cv_core`, :data:`SEARCH_ENGINE`). Training folds are trimmed to equal class
+(:mod:`jaxrank._cv_core`). Training folds are trimmed to equal class
 counts and held-out folds padded to one row count, so every fold reuses the programs of the
 first. A rule (:func:`choose`, :data:`RULES`) picks one ``(basis, σ², λ)`` cell of the
 ``(B, S, L)`` table of mean held-out AUC; the narrow extension (:func:`wants_narrower`,
