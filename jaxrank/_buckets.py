@@ -51,7 +51,7 @@ def enabled() -> bool:
 @contextlib.contextmanager
 def thread_setting(state: threading.local, name: str, value):
     """Within this context ``state.<name>`` is ``value`` on the calling thread (a per-thread
-    switch: this module's :func:`disabled`, ``jaxrank._fitting.float32_stage_only``); the old
+    switch: this module's :func:`disabled`); the old
     value (``False`` if unset) comes back after it."""
     old = getattr(state, name, False)
     setattr(state, name, value)

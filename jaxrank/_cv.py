@@ -41,7 +41,6 @@ from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
 from jaxrank.bases import AUTO_MIN_BASIS, auto_basis, auto_basis_size
-from jaxrank.fit import fit
 from jaxrank.model import ConvergenceWarning
 from jaxrank.select import shared_floors, stratified_folds
 
@@ -107,10 +106,11 @@ SEARCH_THREADS = 3
 #: time (each solve then uses every core, and memory holds one block at a time).
 SEARCH_THREADS_MAX_BLOCK = 2**27
 
-#: How a search fills its table: ``"core"``, batched calls of the pure core over folds × σ²
-#: (:mod:`jaxrank._cv_core`), or ``"fits"``, one :func:`jaxrank.fit` per fold and σ² on
-#: :data:`SEARCH_THREADS` threads (also the fallback where the core engine does not apply).
-SEARCH_ENGINE = "fits"
+#: How a search fills its table (:func:`cv_search`'s ``engine``): ``"core"``, batched calls of
+#: the pure core over folds × σ² (:mod:`jaxrank._cv_core`), or ``"fits"`` (the default), one fit
+#: per fold and σ² on :data:`SEARCH_THREADS` threads (also the fallback where the core engine
+#: does not apply).
+ENGINES = ("fits", "core")
 #: Members (fold, σ²) per call of the core engine (``None``: the folds of one σ², which have
 #: similar iteration counts: a batched solve lasts as long as its slowest member).
 CORE_CHUNK = None
@@ -329,6 +329,7 @@ def cv_search(
     key,
     min_basis: int = AUTO_MIN_BASIS,
     scales=None,
+    engine: str = "fits",
     **fit_kwargs: Any,
 ) -> CVSearch:
     """Held-out AUC of every (basis policy, σ², λ) by stratified k-fold CV, λ batched.
@@ -349,7 +350,11 @@ def cv_search(
       min_basis: the auto basis floor.
       scales: ``(d,)`` per-column scales of the Gaussian (:func:`gaussian_kernel`; ``None``:
         isotropic).
-      **fit_kwargs: passed to every :func:`jaxrank.fit` (``dtype``, ``tol``, ``eps``, ...).
+      engine: how the table is filled (:data:`ENGINES`): ``"fits"``, one fit per fold and σ²
+        on threads, or ``"core"``, batched calls of the pure core (isotropic kernels only; the
+        fits otherwise).
+      **fit_kwargs: the options of every fit (:func:`fit_cell`: ``dtype``, ``tol``, ``eps``,
+        ...).
 
     Returns:
       A :class:`CVSearch`.
@@ -365,6 +370,8 @@ def cv_search(
     if s2.ndim != 1 or s2.size == 0 or not np.all(np.isfinite(s2) & (s2 > 0)):
         raise ValueError(f"sigma2s must be a non-empty 1-D array of values > 0, got {sigma2s!r}.")
     check_key(key)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     k_basis = basis_key(key)
     train, held = fold_rows(pos, folds, key=key)
     # held-out rows padded to a bucket: sets of similar sizes share the scoring programs
@@ -372,7 +379,7 @@ def cv_search(
     cv = np.empty((len(policies), s2.size, folds, grid.size), np.float64)
     with search_floors(pos, policies, grid.size, min_basis, fit_kwargs.get("dtype")):
         _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
-                      fit_kwargs, scales)  # fmt: skip
+                      fit_kwargs, scales, engine)  # fmt: skip
     n_basis = np.array(
         [_policy_basis(p, X, pos, k_basis, min_basis).size for p in policies], np.int64
     )
@@ -594,15 +601,26 @@ def search_edges(
         pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
 
 
+def fit_cell(X, pos, lams, scalar, *, basis, kernel, polish: bool = True, **fit_kwargs):
+    """One fit of a search (a cell, or the refit) on rows, labels and λ the search has checked:
+    :func:`jaxrank.fit`'s R-subset fit (:func:`jaxrank._fitting.fit_biclass`) without a second
+    check of ``X``, ``pos`` and λ, the options not given at :data:`jaxrank._fitting.FIT_OPTIONS`
+    (``fit``'s defaults); ``polish`` as in :func:`jaxrank._fitting.fit_rows` (``False`` for the
+    cells: judged by their held-out AUC, they stop after their float32 stage)."""
+    options = {**_fitting.FIT_OPTIONS, **fit_kwargs}
+    return _fitting.fit_biclass(X, pos, lams, scalar, basis=basis, key=None, n_basis=None,
+                                kernel=kernel, init=None, polish=polish, **options)  # fmt: skip
+
+
 def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
-                  fit_kwargs, scales=None):  # fmt: skip
+                  fit_kwargs, scales=None, engine="fits"):  # fmt: skip
     state = _buckets.snapshot()  # the search's floors, carried into the worker threads
 
     def score(tr, idx, sigma2, Xte, yte, mask):
         # a cell is judged by its held-out AUC: stalled float32 λ are not polished (the refit is)
-        with _buckets.carried(state), _fitting.float32_stage_only():
-            model = fit(X[tr], pos[tr], grid, basis=idx, kernel=gaussian_kernel(sigma2, scales),
-                        **fit_kwargs)  # fmt: skip
+        with _buckets.carried(state):
+            model = fit_cell(X[tr], pos[tr], grid, False, basis=idx, polish=False,
+                             kernel=gaussian_kernel(sigma2, scales), **fit_kwargs)  # fmt: skip
             scores = model.decision_function(Xte)
             return np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
 
@@ -625,7 +643,7 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
                 continue
             jobs += [((b, s, f), (tr, idx, sigma2, Xte, yte, mask)) for s, sigma2 in enumerate(s2)]
     itemsize = np.dtype(fit_kwargs.get("dtype") or np.float32).itemsize
-    core = SEARCH_ENGINE == "core" and scales is None  # the core engine: isotropic only
+    core = engine == "core" and scales is None  # the core engine: isotropic only
     if core and _core_folds(X, pos, jobs, policies, grid, cv, fit_kwargs):
         for b, same, f in copies:
             cv[b, :, f] = cv[same, :, f]
@@ -739,8 +757,9 @@ def refit(X, y, lam, *, policy, sigma2, key, lams, policies=None,
     opts = {"path": "warm", "chains": 1, **fit_kwargs}
     searched = (policy,) if policies is None else policies
     with search_floors(pos, searched, int(np.size(lams)), min_basis, opts.get("dtype")):
-        model = fit(X, pos, float(lam), basis=idx, kernel=gaussian_kernel(sigma2, scales),
-                    **opts)  # fmt: skip
+        lam, scalar = check_lam(float(lam))
+        model = fit_cell(X, pos, lam, scalar, basis=idx, kernel=gaussian_kernel(sigma2, scales),
+                         **opts)  # fmt: skip
     return model, idx
 
 

@@ -43,7 +43,7 @@ import dataclasses
 import functools
 import math
 import os
-import threading
+import types
 from typing import Any, NamedTuple
 
 import jax
@@ -413,6 +413,20 @@ def check_solver_options(*, loss, eps, tol, path, chains, precondition, max_iter
     return tol
 
 
+#: The loss and solver options every R-subset fit takes, with :func:`jaxrank.fit`'s defaults:
+#: the one definition (issue 42) that the public fitters' keyword signatures follow
+#: (``tests/test_fit.py`` checks ``fit``, ``fit_push``, ``fit_l1``, ``fit_greedy`` and
+#: ``distributed.fit`` against it) and that a caller inside the package completes its options
+#: from (``{**FIT_OPTIONS, **given}``). ``fit``'s ``loss=None`` means this loss, or the
+#: squared hinge for ``basis="greedy"``.
+FIT_OPTIONS = types.MappingProxyType(
+    dict(
+        loss="smoothed_hinge", eps=0.5, tol=1e-6, max_iter=100, max_cg=25, path="batch",
+        chains=4, precondition="auto", dtype=None, memory_budget=None, max_kernel_bytes=None,
+    )
+)  # fmt: skip
+
+
 class FitOptions(NamedTuple):
     """The checked loss and solver options of a :func:`fit_rows` call (:func:`check_fit_options`),
     built once by a fitter and passed on as one bundle (``fit_rows(..., **options._asdict())``)."""
@@ -476,6 +490,7 @@ def fit_biclass(
     layout=Biclass,
     mesh=None,
     no_jacobi: str | None = None,
+    polish: bool = True,
     **options,
 ) -> RankModel:
     """The R-subset fit over the biclass rows that :func:`jaxrank.fit` (the L2 penalty) and
@@ -483,13 +498,12 @@ def fit_biclass(
     and λ grid (``lams``, ``scalar``: from ``check_lam``): the fit options checked
     (:func:`check_fit_options` with ``options``, its keyword arguments, and ``no_jacobi``), the
     basis resolved and the rows laid out by ``layout`` (:func:`biclass_rows`), ``kernel``
-    resolved on ``X``, then :func:`fit_rows` (with ``init`` and ``mesh``)."""
+    resolved on ``X``, then :func:`fit_rows` (with ``init``, ``mesh`` and ``polish``)."""
     options = check_fit_options(X, no_jacobi=no_jacobi, **options)._asdict()
     order, idx, layout = biclass_rows(X, pos, basis, key=key, n_basis=n_basis, layout=layout)
     kernel = _kernels.resolve_kernel(kernel, X)
-    return fit_rows(
-        X, order, idx, lams, scalar, layout, kernel=kernel, init=init, mesh=mesh, **options
-    )
+    return fit_rows(X, order, idx, lams, scalar, layout, kernel=kernel, init=init, mesh=mesh,
+                    polish=polish, **options)  # fmt: skip
 
 
 def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max_iter, max_cg,
@@ -505,7 +519,7 @@ def _fit_block_args(K, B, kernel, nb, lams, beta0, loss, tol, depth, layout, max
 def fit_rows(
     X, order, idx, lams, scalar, layout, *, kernel, dtype, loss, eps, tol, max_iter, max_cg,
     path, chains, precondition, memory_budget, init=None, max_kernel_bytes=None, mesh=None,
-    process_rows=None,
+    process_rows=None, polish: bool = True,
 ) -> RankModel:  # fmt: skip
     """The engine behind every fit: kernel block over the reordered rows, solve, model.
 
@@ -533,6 +547,14 @@ def fit_rows(
         only read for its shape and ``process_rows(kernel, dtype, order, slots, idx, m_rows,
         nb_pad, block, streamed)`` gives the block (rows ``order`` at ``slots``; stored or
         streamed, split over ``mesh``) and the basis rows.
+      polish: finish a float32 fit's λ still above the tolerance after :data:`POLISH_AFTER`
+        Newton steps in float64 (:func:`polish_float64`; the default). ``False``: such a fit
+        stops after its float32 stage, statuses as that stage left them (MAX_ITER or PRECISION
+        for a stalled λ, never a claim the float64 gradient did not check): the cells of a
+        cross-validated search (:mod:`jaxrank._cv`), judged by their held-out AUC, not by their
+        statuses, where a stalled λ is at float32's noise floor and the polish would be one more
+        compiled program per data set (``bench/keel_wide.py``: ~1 s each, on the first split of
+        most sets). The refit, whose status the estimator reports, is polished.
     """
     # a long session compiles a program per new bucket: keep the process's mappings bounded
     _cache.bound_compiled_programs()
@@ -665,7 +687,7 @@ def fit_rows(
     # (polish_float64, which needs the spectral model and room for a float64 block): the
     # float32 stage is then capped where, on ill-conditioned problems, it stops making progress
     budget = _kernels.default_memory_budget() if memory_budget is None else int(memory_budget)
-    polish = (
+    can_polish = (
         dt == np.float32 and precondition == "spectral" and not streamed and mesh is None
         and process_rows is None and int(max_iter) > POLISH_AFTER
         and 2 * block_bytes <= min(limit, budget)
@@ -682,7 +704,7 @@ def fit_rows(
     args = (
         K, put(Bp), kernel, np.int32(nb), put(lams[sort], dt), put(beta0),
         jax.tree.map(lambda v: put(v, dt), lossfn), put(tol, dt), put(depth, dt), layout,
-        POLISH_AFTER if polish else int(max_iter), int(max_cg),
+        POLISH_AFTER if can_polish else int(max_iter), int(max_cg),
     )  # fmt: skip
     # a small block on CPU: a fit that compiles for seconds and runs for milliseconds
     low = block_bytes <= LOW_EFFORT_MAX_BYTES and jax.default_backend() == "cpu"
@@ -698,7 +720,7 @@ def fit_rows(
     unsort = np.argsort(sort[:L])
     betas = np.asarray(betas)[unsort, :nb]
     info = jax.tree.map(lambda a: np.asarray(a)[unsort], info)
-    if polish and polishing() and np.any(info.status != Status.CONVERGED):
+    if can_polish and polish and np.any(info.status != Status.CONVERGED):
         del K, args  # the float64 block takes their place
         betas, info = polish_float64(
             betas, info, X, order, slots, idx, lams, layout, kernel=kernel, lossfn=lossfn,
@@ -826,29 +848,6 @@ def _fit_block(K, B, kernel, n_basis, lams, beta0, loss, tol, depth, *, layout, 
 #: Newton steps a float32 solve takes before the λ still above the tolerance are finished in
 #: float64 (:func:`polish_float64`); only fits allowed more steps than this are polished.
 POLISH_AFTER = 12
-
-_polish_state = threading.local()
-
-
-def polishing() -> bool:
-    """Whether this thread's float32 fits finish their stalled λ in float64 (the default; off
-    inside :func:`float32_stage_only`)."""
-    return not getattr(_polish_state, "off", False)
-
-
-def float32_stage_only():
-    """Within this context (on this thread) a float32 fit that would be polished stops after
-    its float32 stage: :data:`POLISH_AFTER` Newton steps, statuses as that stage left them
-    (MAX_ITER or PRECISION for a stalled λ, never a claim the float64 gradient did not check).
-
-    For the cells of a cross-validated search (:mod:`jaxrank._cv`), scored by their held-out
-    AUC, not by their statuses: a stalled λ is then at float32's noise floor, where the polish
-    moves its scores by float32 rounding, and the polish is one more compiled program per data
-    set (``bench/keel_wide.py``: ~1 s each, on the first split of most sets). The refit, whose
-    status the estimator reports, is polished.
-    """
-    return _buckets.thread_setting(_polish_state, "off", True)
-
 
 #: Rows per class of the float64 polish's moment Gram matrix (:func:`moment_gram`'s ``cap``):
 #: it only shapes the preconditioner and the rounding metric, and at |R| = 1000 the full 16384

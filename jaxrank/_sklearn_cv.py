@@ -137,6 +137,9 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         :data:`MAX_SIGMA2_FACTOR`, :data:`MIN_LAM`).
       feature_groups: ``(d,)`` group id of each column for ``kernel="ard"`` (e.g. the one-hot
         columns of one source variable share an id and a scale); default: one per column.
+      search_engine: how the search fills its table: ``"fits"`` (the default: one fit per fold
+        and σ² on threads) or ``"core"`` (batched calls of the pure core, docs/core.md; isotropic
+        kernels only, the fits otherwise); :func:`jaxrank._cv.cv_search`'s ``engine``.
 
     Attributes:
       model_: the refitted :class:`jaxrank.RankModel` (raw rare-class scores).
@@ -192,6 +195,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     max_sigma2_factor: float = MAX_SIGMA2_FACTOR
     min_lam: float = MIN_LAM
     feature_groups: Any = None
+    search_engine: str = "fits"
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)
@@ -210,6 +214,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         check_lam(self.min_lam)
         if self.rule not in _cv.RULES:
             raise ValueError(f"rule must be one of {_cv.RULES}, got {self.rule!r}.")
+        if self.search_engine not in _cv.ENGINES:
+            raise ValueError(
+                f"search_engine must be one of {_cv.ENGINES}, got {self.search_engine!r}."
+            )
         cv = self.cv
         if isinstance(cv, bool) or not isinstance(cv, int | np.integer) or cv < 2:
             raise ValueError(f"cv must be an integer >= 2, got {cv!r}.")
@@ -256,7 +264,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
                     dtype=self.dtype)  # fmt: skip
         tol = self.tol if self.search_tol is None else self.search_tol
-        sopts = dict(folds=folds, key=key, **{**opts, "tol": tol})
+        sopts = dict(folds=folds, key=key, engine=self.search_engine, **{**opts, "tol": tol})
         scales = binary if self.kernel == "binary" else None
         search, pick, heuristic = self._search(X, pos, scales, lams, fac, policies, sopts)
         self.kernel_choice_ = "binary" if scales is not None else "gaussian"

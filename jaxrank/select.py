@@ -239,10 +239,11 @@ def sigma2_kernels(sigma2_grid, fit_kwargs: dict):
     return sigma2s, [_kernels.gaussian(float(s)) for s in sigma2s]
 
 
-#: How :func:`select_lambda` fills its table: ``"fits"`` (one :func:`jaxrank.fit` per fold and
-#: kernel) or ``"core"`` (batched calls of the pure core, :mod:`jaxrank._cv_core`, for the
-#: ``"rare"`` and ``"all"`` bases with Gaussian kernels; otherwise the fits).
-SEARCH_ENGINE = "fits"
+#: How :func:`select_lambda` can fill its table (its ``engine``): ``"fits"`` (one
+#: :func:`jaxrank.fit` per fold and kernel; the default) or ``"core"`` (batched calls of the pure
+#: core, :mod:`jaxrank._cv_core`, for the ``"rare"`` and ``"all"`` bases with Gaussian kernels;
+#: otherwise the fits).
+ENGINES = ("fits", "core")
 
 
 def _core_table(X, pos, fold, grid, basis, kernel_list, cv, fit_kwargs) -> bool:
@@ -310,6 +311,7 @@ def select_lambda(
     basis="rare",
     sigma2_grid=None,
     refit: bool = True,
+    engine: str = "fits",
     **fit_kwargs: Any,
 ) -> SelectionResult:
     """Pick λ (and optionally the Gaussian σ²) by stratified k-fold cross-validated AUC.
@@ -335,6 +337,8 @@ def select_lambda(
         a leading σ² axis); default ``None``: the default kernel of :func:`jaxrank.fit` (Gaussian
         with σ² from the heuristic on each training fold) or the ``kernel=`` passed.
       refit: refit on all rows at the best parameters (``result.model``).
+      engine: how the table is filled (:data:`ENGINES`): ``"fits"`` (one :func:`jaxrank.fit`
+        per fold and kernel) or ``"core"`` (batched calls of the pure core; docs/core.md).
       **fit_kwargs: passed to every :func:`jaxrank.fit` call (``kernel``, ``loss``, ``eps``,
         ``tol``, ``max_iter``, ``dtype``, ``path``, ...).
 
@@ -356,6 +360,8 @@ def select_lambda(
     X, pos = check_X_y(X, y)
     grid, _ = check_lam(lams)
     check_key(key)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     fold_key, fit_key = _random.split(key)
     fold = stratified_folds(pos, folds, key=fold_key)
     k = int(folds)
@@ -370,14 +376,15 @@ def select_lambda(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=re.escape(MAJORITY_BASIS_WARNING))
         return _select(X, pos, grid, fold, k, basis, sigma2s, kernel_list, fit_key, refit,
-                       fit_kwargs)  # fmt: skip
+                       fit_kwargs, engine)  # fmt: skip
 
 
-def _select(X, pos, grid, fold, k, basis, sigma2s, kernel_list, fit_key, refit, fit_kwargs):
+def _select(X, pos, grid, fold, k, basis, sigma2s, kernel_list, fit_key, refit, fit_kwargs,
+            engine="fits"):  # fmt: skip
     keys = _random.split(fit_key, k + 1)  # one per fold (random bases) and one for the refit
     cv = np.empty((len(kernel_list), k, grid.size), dtype=np.float64)
     with _shared_buckets(X, pos, grid.size, basis, fit_kwargs):
-        done = SEARCH_ENGINE == "core" and _core_table(X, pos, fold, grid, basis, kernel_list,
+        done = engine == "core" and _core_table(X, pos, fold, grid, basis, kernel_list,
                                                        cv, fit_kwargs)  # fmt: skip
         for f in range(0 if done else k):
             train = fold != f

@@ -184,13 +184,13 @@ def test_cv_table_matches_direct_fits(data, fitted):
 def test_search_tol_reaches_the_cv_fits_and_tol_the_refit(data, monkeypatch, search_tol, want):
     X, y = data
     seen = []
-    real_fit = _cv.fit
+    real_fit = _cv.fit_cell
 
     def spy(*args, **kwargs):
         seen.append((kwargs["tol"], kwargs.get("path"), kwargs.get("chains")))
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(_cv, "fit", spy)  # the search's fits and the refit
+    monkeypatch.setattr(_cv, "fit_cell", spy)  # the search's fits and the refit
     _est(search_tol=search_tol, tol=1e-7, basis="rare").fit(X, y)
     # every CV fit: the search tolerance on the warm path (one chain); the refit keeps tol
     assert seen == [(want, "warm", 1)] * (CV * len(FACTORS)) + [(1e-7, "warm", 1)]
@@ -220,7 +220,7 @@ def test_search_threads_give_the_one_thread_table(data, monkeypatch, threads, ma
     ref = _cv.cv_search(X, y == 1, **kw)
     monkeypatch.setattr(_cv, "SEARCH_THREADS", threads)
     monkeypatch.setattr(_cv, "SEARCH_THREADS_MAX_BLOCK", max_block)
-    real_fit, seen = _cv.fit, []
+    real_fit, seen = _cv.fit_cell, []
     concurrent = threading.Barrier(2, timeout=30) if threads > 1 and max_block else None
 
     def spy(*args, **kwargs):
@@ -229,7 +229,7 @@ def test_search_threads_give_the_one_thread_table(data, monkeypatch, threads, ma
             concurrent.wait()  # two fits in flight at once, or this times out
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(_cv, "fit", spy)
+    monkeypatch.setattr(_cv, "fit_cell", spy)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         filters = list(warnings.filters)

@@ -21,10 +21,10 @@ def data():
 
 
 def _search(X, pos, engine, monkeypatch, chunk=None, **kw):
-    monkeypatch.setattr(_cv, "SEARCH_ENGINE", engine)
     monkeypatch.setattr(_cv, "CORE_CHUNK", chunk)
     opts = dict(lams=LAMS, sigma2s=(2.0, 8.0), policies=("rare", "auto"), folds=3,
-                key=jax.random.key(0), min_basis=24, dtype="float64", tol=1e-10)  # fmt: skip
+                key=jax.random.key(0), min_basis=24, dtype="float64", tol=1e-10,
+                engine=engine)  # fmt: skip
     return _cv.cv_search(X, pos, **{**opts, **kw})
 
 
@@ -62,11 +62,9 @@ def test_select_lambda_core_equals_the_loop(data, monkeypatch, basis, sigma2_gri
     monkeypatch.setattr(
         jaxrank.select._cv_core, "fold_table", lambda *a, **k: calls.append(1) or real(*a, **k)
     )
-    monkeypatch.setattr(jaxrank.select, "SEARCH_ENGINE", "core")
-    got = jaxrank.select_lambda(X, pos, LAMS, **kw)
+    got = jaxrank.select_lambda(X, pos, LAMS, engine="core", **kw)
     assert calls
-    monkeypatch.setattr(jaxrank.select, "SEARCH_ENGINE", "fits")
-    want = jaxrank.select_lambda(X, pos, LAMS, **kw)
+    want = jaxrank.select_lambda(X, pos, LAMS, engine="fits", **kw)
     np.testing.assert_allclose(got.cv_auc, want.cv_auc, rtol=0, atol=1e-9)
     assert got.best_index == want.best_index
 

@@ -4,7 +4,7 @@ A search on a new data set compiles each program whose shapes it has not met (se
 a 2-core CPU): ``bench/keel_wide.py`` meets 19 feature counts and a row count per set. The
 fold permutations and the k-means++ draws run over rows padded to their rung (k-means++ also
 over zero feature columns, ``_buckets.features``), with the results of the exact shapes. And a
-search's cells stop after their float32 stage (``_fitting.float32_stage_only``): the polish,
+search's cells stop after their float32 stage (``_fitting.fit_rows(polish=False)``): the polish,
 one more program per set, is the refit's.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxrank
-from jaxrank import _buckets, _cv, _fitting, _random, bases, kernels
+from jaxrank import _buckets, _cv, _fitting, _random, _validation, bases, kernels
 from jaxrank.model import ConvergenceWarning
 
 
@@ -73,47 +73,49 @@ def test_kmeanspp_is_one_program_per_rung():
 # --- the float32 stage only: a search's cells ------------------------------------------------
 
 
-def _stalled_fit():
+def _stalled_fit(polish=True):
     # λ = 2⁻²⁰, σ² = 160 at m = 300: float32 stalls and the fit is polished (tests/test_polish)
     X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
-    return jaxrank.fit_rankrc(
-        X, y, 2.0**-20, kernel=kernels.gaussian(160.0), dtype=np.float32, tol=1e-6
-    )
+    if polish:
+        return jaxrank.fit_rankrc(
+            X, y, 2.0**-20, kernel=kernels.gaussian(160.0), dtype=np.float32, tol=1e-6
+        )
+    X, pos = np.asarray(X), np.asarray(y) == 1  # the search's cell fit, polish a parameter
+    lams, scalar = _validation.check_lam(2.0**-20)
+    return _cv.fit_cell(X, pos, lams, scalar, basis=np.flatnonzero(pos), polish=False,
+                        kernel=kernels.gaussian(160.0), dtype=np.float32, tol=1e-6)  # fmt: skip
 
 
 def test_float32_stage_only_skips_the_polish():
     polished = _stalled_fit()
     assert int(polished.info.status) == jaxrank.Status.CONVERGED
     assert int(polished.info.iterations) > _fitting.POLISH_AFTER
-    with (
-        _fitting.float32_stage_only(),
-        pytest.warns(ConvergenceWarning, match="MAX_ITER|PRECISION"),
-    ):
-        assert not _fitting.polishing()
-        cell = _stalled_fit()
-    assert _fitting.polishing()
+    with pytest.warns(ConvergenceWarning, match="MAX_ITER|PRECISION"):
+        cell = _stalled_fit(polish=False)
     assert int(cell.info.status) != jaxrank.Status.CONVERGED  # no claim it did not check
     assert int(cell.info.iterations) <= _fitting.POLISH_AFTER
 
 
-def test_float32_stage_only_is_per_thread():
+def test_float32_stage_only_is_per_call():
+    """The switch is a parameter of the one fit: another thread's fit (and the next one) is
+    polished."""
     seen = []
-    with _fitting.float32_stage_only():
-        t = threading.Thread(target=lambda: seen.append(_fitting.polishing()))
-        t.start()
-        t.join()
-    assert seen == [True]
+    t = threading.Thread(target=lambda: seen.append(_stalled_fit(polish=False)))
+    t.start()
+    t.join()
+    assert int(seen[0].info.status) != jaxrank.Status.CONVERGED
+    assert int(_stalled_fit().info.status) == jaxrank.Status.CONVERGED
 
 
 def test_search_cells_skip_the_polish_and_the_refit_does_not(monkeypatch):
     states = []
-    real = _cv.fit
+    real = _fitting.fit_rows
 
     def spy(*a, **k):
-        states.append(_fitting.polishing())
+        states.append(k.get("polish", True))
         return real(*a, **k)
 
-    monkeypatch.setattr(_cv, "fit", spy)
+    monkeypatch.setattr(_fitting, "fit_rows", spy)
     X, y = jaxrank.datasets.make_rare_class(200, 0.15, 0.75, seed=3)
     est = jaxrank.sklearn.RankRCClassifierCV(random_state=0, cv=3).fit(X, y)
     assert est.best_params_
