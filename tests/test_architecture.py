@@ -2,7 +2,9 @@
 
 Every module of ``jaxrank/`` imports only modules below it: the import graph has no cycle, no
 module uses another module's private (``_``-prefixed) names, and the layer table of
-``docs/architecture.md`` lists every module above everything it imports.
+``docs/architecture.md`` lists every module above everything it imports. Subpackages are walked
+too: ``jaxrank/sklearn/_base.py`` is the module ``sklearn._base`` and a subpackage's face
+(``jaxrank/sklearn/__init__.py``) the module ``sklearn``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,24 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "jaxrank"
 DOC = ROOT / "docs" / "architecture.md"
-MODULES = sorted(p.stem for p in PKG.glob("*.py"))
+
+
+def _module_names(pkg: Path) -> list[str]:
+    """Every module under ``pkg``, subpackages included, named relative to it: ``fit``,
+    ``sklearn._base``; a subpackage's ``__init__.py`` is the subpackage (``sklearn``), the
+    package's own stays ``__init__``."""
+    names = []
+    for path in pkg.rglob("*.py"):
+        parts = list(path.relative_to(pkg).with_suffix("").parts)
+        if "__pycache__" in parts:
+            continue
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts.pop()
+        names.append(".".join(parts))
+    return sorted(names)
+
+
+MODULES = _module_names(PKG)
 # a NamedTuple's public API has a leading underscore
 NAMEDTUPLE_API = frozenset({"_fields", "_replace", "_asdict", "_make", "_field_defaults"})
 
@@ -26,40 +45,66 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+def _path(module: str) -> Path:
+    """The file of ``module`` (a name of :data:`MODULES`)."""
+    base = PKG.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _resolve(dotted: str) -> str:
+    """The module that ``jaxrank.<dotted>`` lies in: its longest prefix among :data:`MODULES`
+    (``sklearn._base.RankClassifier`` -> ``sklearn._base``)."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in MODULES:
+            return ".".join(parts[:k])
+    return dotted
+
+
 def _imports(module: str) -> tuple[set[str], list[str]]:
-    """``(modules imported, private names used from other modules)`` of ``jaxrank/<module>.py``,
-    deferred imports inside functions included."""
-    tree = ast.parse((PKG / f"{module}.py").read_text(encoding="utf-8"))
+    """``(modules imported, private names used from other modules)`` of ``module``'s file,
+    deferred imports inside functions included; relative imports resolved against its package."""
+    path = _path(module)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" and module != "__init__" else ""
+    package = package or module.rpartition(".")[0]
     deps, private, aliases = set(), [], {}
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.module.split(".")[0] == "jaxrank"
-        ):
-            parts = node.module.split(".")
-            if len(parts) == 1:  # from jaxrank import kernels as _kernels
-                for a in node.names:
-                    if a.name in MODULES:
-                        deps.add(a.name)
-                        aliases[a.asname or a.name] = a.name
-            else:  # from jaxrank.fit import fit_rows
-                deps.add(parts[1])
-                private += [f"{parts[1]}.{a.name}" for a in node.names if _is_private(a.name)]
-                for a in node.names:  # RankClassifier._rare_index through an imported name
-                    aliases[a.asname or a.name] = f"{parts[1]}.{a.name}"
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # from ._base import midpoint, from . import _base
+                up = package.split(".") if package else []
+                if node.level - 1 > len(up):
+                    continue
+                up = up[: len(up) - (node.level - 1)]
+                full = ".".join([*up, *([node.module] if node.module else [])])
+            elif node.module and node.module.split(".")[0] == "jaxrank":
+                full = node.module.partition(".")[2]
+            else:
+                continue
+            for a in node.names:
+                sub = f"{full}.{a.name}" if full else a.name
+                if sub in MODULES:  # from jaxrank import kernels, from jaxrank.sklearn import _base
+                    deps.add(sub)
+                    aliases[a.asname or a.name] = sub
+                elif full:  # from jaxrank.fit import fit_rows
+                    dep = _resolve(full)
+                    deps.add(dep)
+                    if _is_private(a.name):
+                        private.append(f"{dep}.{a.name}")
+                    # RankClassifier._rare_index through an imported name
+                    aliases[a.asname or a.name] = f"{dep}.{a.name}"
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] == "jaxrank" and len(parts) > 1:
-                    deps.add(parts[1])
+                    deps.add(_resolve(".".join(parts[1:])))
     for node in ast.walk(tree):  # kernels._sq_dist through an imported module's alias
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in aliases and _is_private(node.attr)
                 and node.attr not in NAMEDTUPLE_API):  # fmt: skip
             private.append(f"{aliases[node.value.id]}.{node.attr}")
     deps.discard(module)
-    return deps, [p for p in private if not p.startswith(f"{module}.")]
+    return deps, [p for p in private if _resolve(p.rpartition(".")[0]) != module]
 
 
 GRAPH = {m: _imports(m)[0] for m in MODULES}
@@ -101,8 +146,28 @@ def test_detects_cycles_and_private_names(tmp_path, monkeypatch):
     assert _imports("probe") == ({"kernels"}, ["kernels._sq_dist", "kernels.Gaussian._private"])
 
 
+def test_walks_subpackages(tmp_path, monkeypatch):
+    # a subpackage's modules are checked too: named by their dotted path, relative imports
+    # resolved, a face's use of its own submodule's private name caught
+    (tmp_path / "fam").mkdir()
+    (tmp_path / "kernels.py").write_text("")
+    (tmp_path / "fam" / "__init__.py").write_text("from jaxrank.fam._a import f, _g\n")
+    (tmp_path / "fam" / "_a.py").write_text(
+        "from . import _b\nfrom .._b_top import x\nfrom jaxrank import kernels\n"
+        "import jaxrank.fam._b\n"
+    )
+    (tmp_path / "fam" / "_b.py").write_text("from jaxrank.fam import _a as A\ny = A._h\n")
+    this = sys.modules[__name__]
+    monkeypatch.setattr(this, "PKG", tmp_path)
+    monkeypatch.setattr(this, "MODULES", _module_names(tmp_path))
+    assert this.MODULES == ["fam", "fam._a", "fam._b", "kernels"]
+    assert _imports("fam") == ({"fam._a"}, ["fam._a._g"])
+    assert _imports("fam._a") == ({"fam._b", "_b_top", "kernels"}, [])
+    assert _imports("fam._b") == ({"fam._a"}, ["fam._a._h"])
+
+
 def test_architecture_page_lists_every_module_above_its_imports():
-    rows = re.findall(r"^\| (\d+) \| `([\w]+)` \|", DOC.read_text(encoding="utf-8"), re.M)
+    rows = re.findall(r"^\| (\d+) \| `([\w.]+)` \|", DOC.read_text(encoding="utf-8"), re.M)
     layer = {name: int(n) for n, name in rows}
     assert sorted(layer) == MODULES, "docs/architecture.md must list every module once"
     for m, deps in GRAPH.items():
