@@ -43,11 +43,59 @@ from jax.interpreters import ad, batching, mlir
 from jaxrank import kernels as _kernels
 from jaxrank import losses as _losses
 from jaxrank import pairwise
+from jaxrank._checks import raise_if
 from jaxrank._fitting import Biclass, basis_gram, fit_block, prepare_basis
 from jaxrank._precision import HIGHEST as _HI
 from jaxrank.solver import SolverInfo
 
-__all__ = ["CoreFit", "decision_function", "fit_core", "require_concrete", "sigma2_heuristic"]
+__all__ = [
+    "CoreFit",
+    "ImplicitSolve",
+    "decision_function",
+    "fit_core",
+    "require_concrete",
+    "sigma2_heuristic",
+]
+
+
+class ImplicitSolve(NamedTuple):
+    """How :func:`fit_core` solves ``H dβ = −∂_θ∇F`` behind its implicit derivatives, and
+    whether a solve that did not converge is an error (``fit_core(..., implicit=...)``; static).
+
+    A derivative rule cannot return anything but the derivative, so the solve's convergence is
+    not an output: ask for ``throw=True`` and a solve that stops at its step cap with its
+    residual above ``tol`` raises when the program runs (under ``jit``, ``vmap`` and in
+    forward and reverse mode alike; a host callback, so such a program cannot be
+    ``jax.export``-ed). The plain tuple ``(tol, max_iter)`` still works.
+
+    Attributes:
+      tol: relative residual of the preconditioned CG, ``‖H dβ + ∂_θ∇F‖ ≤ tol·‖∂_θ∇F‖``
+        (``None``: ``100·eps`` of the dtype, a near-exact solve).
+      max_iter: CG step cap (``None``: ``4·n_b``).
+      throw: raise (an error whose message ends with ``ValueError: fit_core: the implicit
+        solve ...``; ``jax.errors.JaxRuntimeError`` under JAX's runtime) when any solve of the
+        call, any member of a ``vmap`` or a λ grid, stopped at ``max_iter`` unconverged.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> import jaxrank
+      >>> from jaxrank.core import ImplicitSolve, fit_core
+      >>> X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+      >>> X, pos = jnp.asarray(X, jnp.float32), jnp.asarray(y == 1)
+      >>> B = X[jnp.flatnonzero(pos, size=20)]
+      >>> def objective(lam, implicit):
+      ...     return fit_core(X, pos, lam, B, sizes=(20, 180), implicit=implicit).coef.sum()
+      >>> g = jax.grad(objective)(0.01, ImplicitSolve(1e-4, 100, throw=True))  # converges
+      >>> try:  # one CG step cannot reach 1e-6 at a small λ
+      ...     jax.grad(objective)(1e-5, ImplicitSolve(1e-6, 1, throw=True))
+      ... except (ValueError, RuntimeError) as err:
+      ...     print(str(err).splitlines()[-1])
+      ValueError: fit_core: the implicit solve did not reach tol=1e-06 in max_iter=1 CG steps ...
+    """
+
+    tol: float | None = None
+    max_iter: int | None = None
+    throw: bool = False
 
 
 class CoreFit(NamedTuple):
@@ -135,7 +183,8 @@ def fit_core(
     sizes: tuple[int, int] | None = None,
     precondition: str = "spectral",
     path: str = "batch",
-    implicit: tuple[float, int] | None = None,
+    implicit: ImplicitSolve | tuple[float, int] | None = None,
+    throw: bool = False,
 ) -> CoreFit:
     """Fit RankRC (or any R-subset ranker) from arrays: jit-able, vmappable, differentiable.
 
@@ -170,10 +219,16 @@ def fit_core(
       path: how a λ grid is solved (static): ``"batch"`` (default: every λ at once) or
         ``"warm"`` (one λ after the other in the order given, each started at the previous
         solution: give the grid from large to small, as :func:`jaxrank.fit` sorts it).
-      implicit: ``(tol, max_iter)`` of the CG solve ``H dβ = −∂_θ∇F`` behind the implicit
+      implicit: an :class:`ImplicitSolve` ``(tol, max_iter, throw=False)`` (or the tuple
+        ``(tol, max_iter)``) for the CG solve ``H dβ = −∂_θ∇F`` behind the implicit
         derivatives (static; default ``(100·eps, 4·n_b)``, a near-exact solve). A looser
         solve (e.g. ``(1e-3, 50)``) is cheaper where the derivative feeds an optimiser's step
-        (:mod:`jaxrank.tune`); the primal fit is unchanged.
+        (:mod:`jaxrank.tune`); the primal fit is unchanged. ``throw=True`` makes a solve that
+        stopped unconverged an error when the program runs.
+      throw: static, default ``False``. A traced λ ≤ 0 (or NaN) cannot be refused when the
+        program is traced: by default its member returns NaN coefficients and status
+        NONFINITE; ``throw=True`` raises instead when the program runs (a host callback:
+        under ``jit`` and ``vmap``, not ``jax.export``-able; concrete λ ≤ 0 is always refused).
 
     Returns:
       A :class:`CoreFit`.
@@ -225,10 +280,14 @@ def fit_core(
         raise ValueError(f"lam must be > 0, got {lam}.")
     scalar = lam.ndim == 0
     lams = lam.reshape(-1)
+    if throw:
+        lams = raise_if(lams, ~(lams > 0), "fit_core: lam must be > 0 (and not NaN), got a "
+                        "traced value <= 0 or NaN (throw=True)")  # fmt: skip
+    implicit = _implicit(implicit)
     static = _Static(
         loss=loss, sizes=(P, N), block=block, max_iter=int(max_iter), max_cg=int(max_cg),
         precondition=precondition, depth=math.sqrt(block) + math.sqrt(m_rows / block),
-        path=path, implicit=None if implicit is None else (float(implicit[0]), int(implicit[1])),
+        path=path, implicit=implicit,
     )  # fmt: skip
     theta = (X[rows], basis, kernel, lams, jnp.asarray(eps, dt))
     aux = (n_pos, n_neg, nb, jnp.asarray(tol, dt))
@@ -242,6 +301,20 @@ def fit_core(
     if scalar:
         betas, info = betas[0], jax.tree.map(lambda a: a[0], info)
     return CoreFit(coef=betas, kernel=kernel, basis=basis, lam=lam, info=info)
+
+
+def _implicit(implicit) -> ImplicitSolve | None:
+    # the tuple form (tol, max_iter) and ImplicitSolve alike, as hashable Python numbers
+    if implicit is None:
+        return None
+    if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(tuple(implicit))):
+        raise TypeError("implicit is static in fit_core: give Python numbers, not traced values.")
+    imp = ImplicitSolve(*implicit)
+    return ImplicitSolve(
+        None if imp.tol is None else float(imp.tol),
+        None if imp.max_iter is None else int(imp.max_iter),
+        bool(imp.throw),
+    )
 
 
 _LOSSES = ("smoothed_hinge", "squared_hinge")
@@ -303,7 +376,7 @@ class _Static(NamedTuple):
     precondition: str
     depth: float
     path: str = "batch"
-    implicit: tuple[float, int] | None = None
+    implicit: ImplicitSolve | None = None
 
 
 def _problem(static: _Static, theta, aux):
@@ -458,9 +531,18 @@ def _solution_jvp(static: _Static, primals, tangents):
                 return jnp.matmul(jnp.matmul(chol, r, precision=_HI), chol, precision=_HI)
             return r
 
+        imp = static.implicit or ImplicitSolve()
+        tol = 100 * float(jnp.finfo(dt).eps) if imp.tol is None else imp.tol
+        cap = 4 * B.shape[0] if imp.max_iter is None else imp.max_iter
+
         def cg(matvec, rhs):
-            tol, cap = static.implicit or (100 * float(jnp.finfo(dt).eps), 4 * B.shape[0])
-            return jax.scipy.sparse.linalg.cg(matvec, rhs, tol=tol, maxiter=cap, M=precond)[0]
+            if not imp.throw:
+                return jax.scipy.sparse.linalg.cg(matvec, rhs, tol=tol, maxiter=cap, M=precond)[0]
+            x, stopped = _pcg(matvec, rhs, tol, cap, precond)
+            return raise_if(x, stopped, (
+                f"fit_core: the implicit solve did not reach tol={tol:.3g} in max_iter={cap} CG "
+                "steps (ImplicitSolve(throw=True)): raise max_iter or tol"
+            ))  # fmt: skip
 
         dbeta = -jax.lax.custom_linear_solve(lambda v: hvp(lin, v), rhs, cg, symmetric=True)
         dobj = jax.jvp(lambda b, t: _objective(static, b, t, aux, t[3]), (beta, th), (dbeta, dth))[
@@ -476,3 +558,30 @@ def _solution_jvp(static: _Static, primals, tangents):
     )  # fmt: skip
     dinfo = jax.tree.map(zero, info)._replace(objective=dobj)
     return (betas, info), (dbetas, dinfo)
+
+
+def _pcg(A, b, tol, maxiter, M):
+    """Preconditioned CG as ``jax.scipy.sparse.linalg.cg`` runs it (the same steps and
+    stopping rule, ``‖r‖ ≤ tol·‖b‖`` or ``maxiter`` steps), returning also whether it stopped
+    at the cap with the residual above the tolerance."""
+    dot = lambda u, v: jnp.vdot(u, v, precision=_HI)
+    atol2 = jnp.square(tol) * dot(b, b)
+
+    def cond(state):
+        _, r, _, _, k = state
+        return (dot(r, r) > atol2) & (k < maxiter)
+
+    def body(state):
+        x, r, gamma, p, k = state
+        Ap = A(p)
+        alpha = gamma / dot(p, Ap)
+        x, r = x + alpha * p, r - alpha * Ap
+        z = M(r)
+        gamma_ = dot(r, z)
+        return x, r, gamma_, z + (gamma_ / gamma) * p, k + 1
+
+    x0 = jnp.zeros_like(b)
+    r0 = b - A(x0)
+    z0 = M(r0)
+    x, r, _, _, _ = jax.lax.while_loop(cond, body, (x0, r0, dot(r0, z0), z0, 0))
+    return x, dot(r, r) > atol2

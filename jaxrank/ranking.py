@@ -53,6 +53,7 @@ from jax.interpreters import ad, batching, mlir
 
 from jaxrank import losses as _losses
 from jaxrank import pairwise as _pw
+from jaxrank._checks import raise_if
 from jaxrank.losses import PiecewiseQuadratic
 
 __all__ = ["pairwise_auc", "pairwise_loss"]
@@ -316,6 +317,7 @@ def pairwise_loss(
     weights=None,
     segments=None,
     reduce: str = "mean",
+    throw: bool = False,
 ) -> jax.Array:
     """The all-pairs ranking surrogate of ``scores``, exact, in O(n log n) per ranking.
 
@@ -342,6 +344,12 @@ def pairwise_loss(
       reduce: ``"mean"`` (over the weighted pairs; 0 for a ranking without pairs), ``"sum"``,
         or ``"none"``: ``[..., n]`` per-entry terms, each negative ``j`` holding
         ``w_j Σ_i w_i ℓ(f_i − f_j)`` and positives 0 (they sum to ``"sum"``).
+      throw: static, default ``False``: a traced ε ≤ 0, a traced negative or NaN weight of a
+        kept entry (concrete ones are always refused) or a NaN score of a kept entry makes its
+        ranking's value and gradient NaN. ``True``: any of these raises when the program runs
+        (under ``jit``, ``vmap``, ``grad``; an error whose message ends with ``ValueError:
+        ...`` naming the input, ``jax.errors.JaxRuntimeError`` under JAX's runtime). A host
+        callback: such a program cannot be ``jax.export``-ed; the default adds nothing.
 
     Returns:
       ``scores.shape[:-1]`` for ``"mean"`` and ``"sum"``; ``scores.shape`` for ``"none"``.
@@ -356,6 +364,12 @@ def pairwise_loss(
       >>> g = jax.grad(lambda f: jaxrank.pairwise_loss(f, y))(f)
       >>> [round(float(v), 4) + 0.0 for v in g]  # + 0.0: no signed zeros
       [0.0, 0.25, -0.25, 0.0]
+      >>> loss = jax.jit(lambda f: jaxrank.pairwise_loss(f, y, throw=True))
+      >>> try:
+      ...     loss(f.at[1].set(jnp.nan))
+      ... except (ValueError, RuntimeError) as err:
+      ...     print(str(err).splitlines()[-1])
+      ValueError: pairwise_loss: a kept score is NaN (throw=True)
     """
     if reduce not in _REDUCE:
         raise ValueError(f"reduce must be one of {_REDUCE}, got {reduce!r}.")
@@ -366,12 +380,31 @@ def pairwise_loss(
     w = None if w is None else jax.lax.stop_gradient(w)
     dt = _compute_dtype(s.dtype)
     lossq = jax.tree.map(lambda v: jax.lax.stop_gradient(jnp.asarray(v, dt)), lossq)
+    bad_eps = None
     if not isinstance(loss, PiecewiseQuadratic) and loss == "smoothed_hinge":
         # a traced ε <= 0 (or NaN) has no loss: its rankings are NaN (a concrete one is refused)
-        bad = bad | ~(jax.lax.stop_gradient(jnp.asarray(eps, dt)) > 0)
+        bad_eps = ~(jax.lax.stop_gradient(jnp.asarray(eps, dt)) > 0)
+        bad = bad | bad_eps
+    if throw:
+        s = _throw("pairwise_loss", s, keep, w, bad_eps)
     s = _poison(s, keep, bad)
     out = _loss(s.astype(dt), pos, keep, seg, w, lossq, reduce, _unbounded(lossq.lo))
     return out.astype(s.dtype)
+
+
+def _throw(name, s, keep, w, bad_eps):
+    # throw=True: the scores pass through one host check of every traced invalid input
+    preds = [jnp.isnan(jax.lax.stop_gradient(s)) & keep]
+    msgs = [f"{name}: a kept score is NaN (throw=True)"]
+    if w is not None:
+        preds.append(keep & ~(w >= 0))
+        msgs.append(f"{name}: weights must be >= 0 (and not NaN) where entries are kept, got a "
+                    "traced negative or NaN weight (throw=True)")  # fmt: skip
+    if bad_eps is not None:
+        preds.append(bad_eps)
+        msgs.append(f"{name}: eps must be > 0 for the smoothed hinge, got a traced value <= 0 "
+                    "or NaN (throw=True)")  # fmt: skip
+    return raise_if(s, tuple(preds), tuple(msgs))
 
 
 def _poison(s, keep, bad):
@@ -412,7 +445,9 @@ def _per_entry(s, pos, keep, seg, w, loss, unbounded):
     return _nan_rows(s, keep, lay.sorted_to_entries(jnp.zeros_like(terms), terms))
 
 
-def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> jax.Array:
+def pairwise_auc(
+    scores, labels, *, where=None, weights=None, segments=None, throw: bool = False
+) -> jax.Array:
     """The exact (weighted) AUC of ``scores`` per ranking, ties counting one half.
 
     ``Σ_{i∈+} Σ_{j∈−} w_i w_j ([f_i > f_j] + ½ [f_i = f_j]) / Σ w_i w_j`` over the pairs of each
@@ -421,7 +456,8 @@ def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> 
     (piecewise constant): train with :func:`pairwise_loss`.
 
     Args:
-      scores, labels, where, weights, segments: as in :func:`pairwise_loss`.
+      scores, labels, where, weights, segments, throw: as in :func:`pairwise_loss` (``throw``
+        covers NaN scores and negative or NaN weights of kept entries).
 
     Returns:
       ``scores.shape[:-1]``.
@@ -435,7 +471,10 @@ def pairwise_auc(scores, labels, *, where=None, weights=None, segments=None) -> 
     s, pos, keep, w, seg, bad = _arguments(scores, labels, where, weights, segments)
     if s.size == 0:  # no ranking at all (a leading axis of length 0)
         return jnp.zeros(s.shape[:-1], s.dtype)
-    s = _poison(jax.lax.stop_gradient(s), keep, bad)
+    s = jax.lax.stop_gradient(s)
+    if throw:
+        s = _throw("pairwise_auc", s, keep, w, None)
+    s = _poison(s, keep, bad)
     return _auc(s, pos, keep, seg, w)
 
 
