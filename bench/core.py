@@ -1,6 +1,6 @@
 """Core benchmark: RankRC end to end (issue "Core: RankRC end to end"; README "Numbers").
 
-Data: ``C.scale_data`` (``make_rare_class(m, ρ, t=0.75, d=40, seed=0)``, standardised; ρ = 1 %
+Data: ``_data.scale_data`` (``make_rare_class(m, ρ, t=0.75, d=40, seed=0)``, standardised; ρ = 1 %
 below m = 10⁶, 0.1 % from 10⁶), RankRC basis (|R| = m+), Gaussian kernel with the paper's σ²,
 float32, smoothed hinge ε = 0.5, tol 1e-6. Each size runs in its own subprocess: peak memory is
 per size and every first call is a cold compile. Per size:
@@ -35,11 +35,13 @@ import sys
 import time
 
 import _common as C
+import _data as DH
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxrank
+from jaxrank import internals
 from jaxrank.kernels import kernel_block
 
 NAME = "core"
@@ -69,11 +71,11 @@ def bench_grid(X, y, repeats: int, seq: bool, budget: float) -> tuple[object, di
     for name, kw in GRID_PATHS.items():
         fn = lambda kw=kw: jaxrank.fit(X, y, LAM_GRID, dtype=DTYPE, **kw)
         models[name], t = C.time_budget(fn, repeats, budget, record=True)
-        out[name] = {"time": t, "info": C.model_info(models[name])}
+        out[name] = {"time": t, "info": DH.model_info(models[name])}
     if seq:
         fits = lambda: [jaxrank.fit(X, y, float(lam), dtype=DTYPE) for lam in LAM_GRID]
         fits, t = C.time_budget(fits, repeats, budget, record=True)
-        infos = [C.model_info(f) for f in fits]
+        infos = [DH.model_info(f) for f in fits]
         out["seq"] = {"time": t, "info": {k: [i[k] for i in infos] for k in infos[0]}}
         for name in GRID_PATHS:
             out[f"{name}/seq"] = out[name]["time"]["median"] / t["median"]
@@ -87,11 +89,11 @@ _copy = jax.jit(lambda A: A * 2)
 
 def build_block(X, y, model) -> dict:
     """The fit's kernel block: rows [positives; negatives] (padded as the fit pads), basis, K_RR."""
-    (Xo, n_pos, n_neg), B = C.ordered_rows(X, y, DTYPE), model.basis
+    (Xo, n_pos, n_neg), B = DH.ordered_rows(X, y, DTYPE), model.basis
     K, t_build = C.time_first(lambda: kernel_block(model.kernel, Xo, B, padded=True))
     Krr = jax.block_until_ready(model.kernel(B, B))
     blk = dict(K=K, Krr=Krr, n_pos=n_pos, n_neg=n_neg, build=t_build)
-    return blk | {"loss": C.hinge_loss(EPS, DTYPE)}
+    return blk | {"loss": DH.hinge_loss(EPS, DTYPE)}
 
 
 def bench_products(blk: dict, model, grid_model, repeats: int) -> dict:
@@ -103,21 +105,23 @@ def bench_products(blk: dict, model, grid_model, repeats: int) -> dict:
     g, G = (jax.random.normal(kg, s, K.dtype) for s in [(K.shape[0],), (N_COLS, K.shape[0])])
     lam, lams = jnp.asarray(LAM, K.dtype), jnp.asarray(LAM_GRID, K.dtype)
     tm = lambda f, *a: C.time_median(f, *a, repeats=repeats)["median"]
-    w = C.objective_value(K, Krr, lam, model.coef, loss, **st)[2]
+    w = internals.objective_value(K, Krr, lam, model.coef, loss, **st)[2]
     # the 16 grid solutions, or (--skip-grid) 16 copies of the single-λ solution
     coefB = grid_model.coef if grid_model is not None else jnp.tile(model.coef, (N_COLS, 1))
-    ws = C.objective_value_batched(K, Krr, lams, coefB, loss, **st)[2]
+    ws = internals.objective_value_batched(K, Krr, lams, coefB, loss, **st)[2]
     r = {
         "repeats": repeats,
         "block_build": blk["build"],
         "Kv": tm(_matmul, K, v),
         "gK": tm(_matmul, g, K),
-        "hvp": tm(lambda: C.objective_hvp(K, Krr, lam, w, v, loss, **st)),
-        "value_grad": tm(lambda: C.objective_value(K, Krr, lam, model.coef, loss, **st)),
+        "hvp": tm(lambda: internals.objective_hvp(K, Krr, lam, w, v, loss, **st)),
+        "value_grad": tm(lambda: internals.objective_value(K, Krr, lam, model.coef, loss, **st)),
         "KV": tm(_matmul, K, V.T),
         "GK": tm(_matmul, G, K),
-        "hvp16": tm(lambda: C.objective_hvp_batched(K, Krr, lams, ws, V, loss, **st)),
-        "value_grad16": tm(lambda: C.objective_value_batched(K, Krr, lams, coefB, loss, **st)),
+        "hvp16": tm(lambda: internals.objective_hvp_batched(K, Krr, lams, ws, V, loss, **st)),
+        "value_grad16": tm(
+            lambda: internals.objective_value_batched(K, Krr, lams, coefB, loss, **st)
+        ),
     }
     # streaming rates: sum(K) and K@v read rates, and a copy of a ≤ 256 MiB buffer
     kb, n = K.nbytes, min(K.nbytes, 256 * 2**20) // 4
@@ -171,8 +175,8 @@ def bench_naive(blk: dict, model, prod: dict, repeats: int) -> dict:
     v = jax.random.normal(jax.random.key(2), beta.shape, K.dtype)
     # Agreement is checked away from the optimum, where the gradient is not ~0.
     b1 = beta + 0.1 * jnp.linalg.norm(beta) / jnp.linalg.norm(v) * v
-    F, grad, w = C.objective_value(K, Krr, lam, b1, loss, **st)
-    hv = C.objective_hvp(K, Krr, lam, w, v, loss, **st)
+    F, grad, w = internals.objective_value(K, Krr, lam, b1, loss, **st)
+    hv = internals.objective_hvp(K, Krr, lam, w, v, loss, **st)
     Fn, gn = _naive_vg(b1, K, Krr, lam, **st)
     hn = _naive_hvp(b1, v, K, Krr, lam, **st)
     vg, hvp = functools.partial(_naive_vg, **st), functools.partial(_naive_hvp, **st)
@@ -190,14 +194,14 @@ def run_size(m: int, repeats: int, skip_seq: bool, budget: float, skip_grid: boo
     """Every stage for one size; memory snapshots between stages."""
     t0 = time.perf_counter()
     done = lambda what: print(f"  m = {m}: {what} ({time.perf_counter() - t0:.1f} s)", flush=True)
-    X, y = C.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
-    res = {"m": m, "rho": C.rho_for(m), "d": D, "dtype": DTYPE, "m_pos": int((y == 1).sum())}
+    X, y = DH.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
+    res = {"m": m, "rho": DH.rho_for(m), "d": D, "dtype": DTYPE, "m_pos": int((y == 1).sum())}
     res["data_seconds"] = time.perf_counter() - t0
     mem = {"rss_after_data": C.current_rss_bytes()}
     done("data")
     fit = lambda: jaxrank.fit(X, y, LAM, dtype=DTYPE)
     model, t = C.time_budget(fit, repeats, budget, record=True)
-    res["single"] = {"lam": LAM, "time": t, "info": C.model_info(model)}
+    res["single"] = {"lam": LAM, "time": t, "info": DH.model_info(model)}
     mem["peak_after_single"] = C.peak_rss_bytes()
     done("fit")
     seq = not skip_seq and m < 1_000_000
@@ -278,7 +282,7 @@ def main(argv=None) -> int:
         print(f"m = {args.child}: done in {res['seconds']:.1f} s", flush=True)
         return 0
     fixed = dict(d=D, t=T_OVERLAP, seed=SEED, dtype=DTYPE, eps=EPS, lam=LAM, lam_grid=LAM_GRID)
-    settings = {"sizes": args.sizes, "rho": {str(m): C.rho_for(m) for m in args.sizes}, **fixed}
+    settings = {"sizes": args.sizes, "rho": {str(m): DH.rho_for(m) for m in args.sizes}, **fixed}
     settings |= {k: getattr(args, k) for k in ("repeats", "stage_budget", "skip_seq", "quick")}
     settings |= {"naive_max_pairs": NAIVE_MAX_PAIRS, "subprocess_per_size": not args.in_process}
     settings["jobs"] = 1 if args.in_process else args.jobs

@@ -60,12 +60,12 @@ def child(method: str, name: str, engine: str) -> dict:
         GridSearchCV(SVC(class_weight="balanced"), grid, scoring="roc_auc", cv=5,
                      n_jobs=1).fit(X, y)  # fmt: skip
         return {"seconds": time.perf_counter() - t0}
-    from jaxrank import _cv
+    from jaxrank import internals
     from jaxrank.sklearn import RankRCClassifierCV
 
-    _cv.SEARCH_ENGINE = engine
     t0 = time.perf_counter()
-    est = RankRCClassifierCV(random_state=0).fit(X, y)
+    with internals.search_engine(engine):
+        est = RankRCClassifierCV(random_state=0).fit(X, y)
     return {"seconds": time.perf_counter() - t0, "best_params": est.best_params_,
             "best_score": est.best_score_}  # fmt: skip
 

@@ -32,6 +32,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
@@ -110,7 +111,7 @@ def choose_C(name, X, y, folds, seed):
     for C_ in grid:
         vals = []
         for tr, va in StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y):
-            Xtr, Xva = C.standardise(X[tr], X[va])
+            Xtr, Xva = DH.standardise(X[tr], X[va])
             vals.append(scores(y[va], fit_method(name, C_, Xtr, y[tr])[0](Xva))[measure])
         table[C_] = float(np.mean(vals))
     return max(grid, key=lambda c: (table[c], -c)), table
@@ -122,7 +123,7 @@ def measure_timings(X, y, seed):
     from sklearn.svm import LinearSVC
 
     tr, _ = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=seed).split(X, y))
-    (Xtr,), ytr = C.standardise(X[tr]), y[tr]
+    (Xtr,), ytr = DH.standardise(X[tr]), y[tr]
     (n, d), out = Xtr.shape, {}
 
     def timed(name, fn, what, repeats=3):
@@ -155,7 +156,7 @@ def c_grid(X, y, seed, *, repeats: int = 3, budget: float = 30.0) -> dict:
     from sklearn.model_selection import StratifiedShuffleSplit
 
     tr, te = next(StratifiedShuffleSplit(1, test_size=0.25, random_state=seed).split(X, y))
-    Xtr, Xte = (a.astype(np.float32) for a in C.standardise(X[tr], X[te]))
+    Xtr, Xte = (a.astype(np.float32) for a in DH.standardise(X[tr], X[te]))
     ytr, n = y[tr], len(tr)
     rows = []
     for C_ in GRID_C:  # the loops interleaved, so that they share the machine's load
@@ -163,7 +164,7 @@ def c_grid(X, y, seed, *, repeats: int = 3, budget: float = 30.0) -> dict:
             kw = dict(measure="am", tol=GRID_TOL, dtype=np.float32, line_search=line_search)
             m, t = C.time_budget(lambda C_=C_, kw=kw: fit_dopmid(Xtr, ytr, C_, **kw), repeats,
                                  budget, record=True)  # fmt: skip
-            row = {"C": C_, "loop": loop, "status": C.status_names(m),
+            row = {"C": C_, "loop": loop, "status": DH.status_names(m),
                    "iterations": int(m.info.iterations), "n_planes": int(m.info.n_planes),
                    "gap_over_bound": float(m.info.gap) / (n * C_ * GRID_TOL),
                    "objective": float(m.info.objective), "first_s": t["first"],
@@ -257,7 +258,7 @@ def summarise(results: dict) -> dict:
     for name, rows in results.items():
         col, s = lambda k: np.array([r[k] for r in rows]), {}  # noqa: B023
         for k in ("am", "qm", "f1"):
-            s[k], se = C.mean_se(col(k))
+            s[k], se = DH.mean_se(col(k))
             s[k + "_se"] = se if len(rows) > 1 else 0.0
         gain = col("am") - base
         s.update(am_gain=float(gain.mean()), am_gain_min=float(gain.min()),
@@ -297,7 +298,7 @@ def main(argv=None):
     sss = StratifiedShuffleSplit(args.splits, test_size=0.25, random_state=args.seed)
     results = {name: [] for name in methods}
     for split, (tr, te) in enumerate(sss.split(X, y)):
-        Xtr, Xte = C.standardise(X[tr], X[te])
+        Xtr, Xte = DH.standardise(X[tr], X[te])
         for name in methods:
             t0 = time.perf_counter()
             C_, table = choose_C(name, X[tr], y[tr], args.folds, args.seed + split)

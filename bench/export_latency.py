@@ -17,10 +17,14 @@ import time
 from pathlib import Path
 
 import _common as C
-import latency
 import numpy as np
 
 SECOND_PROCESS_RATIO, FIRST_EVER_VS_SVC16 = 3.0, 4.0
+# the fits run as bench/latency.py's children (``latency.py --child SPEC``, a fresh process each),
+# on latency's data: λ = 2^k over the paper's grid, make_rare_class(m, ρ = 0.1, t = 0.75)
+LATENCY = Path(__file__).resolve().parent / "latency.py"
+EXPONENTS = tuple(range(-20, 11, 2))
+RHO, OVERLAP = 0.1, 0.75
 # the GridSearchCV baseline beside RankRCClassifierCV (issue 29: 7 C × 3 γ, cv = 5); γ as
 # multiples of 1/d (scikit-learn's "scale" on standardised rows)
 GRID_C = tuple(10.0**k for k in range(-3, 4))
@@ -29,10 +33,10 @@ GRID_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 
 def _svc16(X, y, repeats: int) -> dict:
     """16 ``SVC(C=2**k, class_weight='balanced')`` fits (k = -20 ... 10, as
-    :func:`latency._svc_baseline`): wall and CPU seconds of each of ``repeats`` runs."""
+    ``bench/latency.py``'s baseline): wall and CPU seconds of each of ``repeats`` runs."""
     from sklearn.svm import SVC
 
-    Cs = [2.0**k for k in latency.EXPONENTS]
+    Cs = [2.0**k for k in EXPONENTS]
     walls, cpus = [], []
     for _ in range(repeats):
         c0, t0 = time.process_time(), time.perf_counter()
@@ -58,7 +62,7 @@ def _gridsearch(X, y) -> dict:
 def _standardised(m: int) -> dict:
     import jaxrank
 
-    X, y = jaxrank.datasets.make_rare_class(m, latency.RHO, latency.OVERLAP, seed=0)
+    X, y = jaxrank.datasets.make_rare_class(m, RHO, OVERLAP, seed=0)
     X = np.asarray(X, np.float64)
     return {f"X{m}": (X - X.mean(0)) / X.std(0), f"y{m}": np.asarray(y)}
 
@@ -82,7 +86,7 @@ def run(m: int, repeats: int, timeout: float, cv_m: int) -> dict:
                 if export == "off":
                     os.environ["JAXRANK_NO_EXPORT"] = "1"
                 try:
-                    res = latency._run_child(spec, cache, tmp, timeout)
+                    res = C.run_spec_child(LATENCY, spec, cache, tmp, timeout)
                 finally:
                     os.environ.pop("JAXRANK_NO_EXPORT", None)
                 row = res["fits"][0]
@@ -103,7 +107,7 @@ def run(m: int, repeats: int, timeout: float, cv_m: int) -> dict:
             cv_spec = {"kind": "cv", "sizes": [cv_m], "data": str(tmp / "data.npz"), "repeats": 1}
             out["cv"] = {}
             for phase in ("empty", "warm"):
-                res = latency._run_child(cv_spec, tmp / "cache_cv", tmp, timeout)
+                res = C.run_spec_child(LATENCY, cv_spec, tmp / "cache_cv", tmp, timeout)
                 row = res["cv"][0]
                 out["cv"][phase] = {"first": row["first"], "warm": row["warm"],
                                     "subprocess_s": res["subprocess_s"]}  # fmt: skip

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import _common as C
+import _data as DH
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,7 +60,7 @@ def load(name: str, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
             ]
             keep = np.sort(np.concatenate(pick))
             X, y = X[keep], y[keep]
-    return C.standardise(X)[0], np.where(y == 1, 1, -1)
+    return DH.standardise(X)[0], np.where(y == 1, 1, -1)
 
 
 def size_grid(m: int, m_pos: int, quick: bool = False) -> list[int]:

@@ -32,14 +32,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
 import jaxrank
 from jaxrank import kernels, metrics
-from jaxrank._validation import check_lam, check_X
 from jaxrank.fit import fit_rows
-from jaxrank.multilevel import _Levels, check_levels, make_ordinal
+from jaxrank.internals import LevelsLayout, check_lam, check_X
+from jaxrank.multilevel import check_levels, make_ordinal
 
 NAME = "fig5_multilevel"
 DTYPE = "float32"
@@ -74,14 +75,16 @@ def fit_ml_basis(X, levels, lam, idx, *, budget: int | None = None, **opts):
     """The multi-level objective (seed 003 eq. 47/48) over the basis rows ``idx``.
 
     ``fit_multilevel`` fixes the basis to the non-majority rows (eq. 48); this is the same engine
-    (``fit_rows`` with the ``_Levels`` layout) with any basis: ``np.arange(m)`` for eq. 47.
+    (``fit_rows`` with the multi-level row layout, ``jaxrank.internals.LevelsLayout``) with any
+    basis: ``np.arange(m)`` for eq. 47.
     """
     X = check_X(X)
     _, index, counts, _ = check_levels(levels, 0, n=X.shape[0])
     lams, scalar = check_lam(lam)
     order = np.argsort(index, kind="stable")
     return fit_rows(
-        X, order, np.asarray(idx, np.int64), lams, scalar, _Levels(tuple(int(c) for c in counts)),
+        X, order, np.asarray(idx, np.int64), lams, scalar,
+        LevelsLayout(tuple(int(c) for c in counts)),
         kernel=kernels.resolve_kernel(None, X), dtype=np.dtype(DTYPE), loss="smoothed_hinge",
         eps=0.5, tol=1e-6, max_iter=100, max_cg=25, path=opts.get("path", "batch"),
         chains=opts.get("chains", 4), precondition="auto", memory_budget=budget,
@@ -119,10 +122,10 @@ def select(cfg: dict, Xtr, Xv, lv, lvv, kfit, budget: int) -> dict:
             continue
         scores = np.atleast_2d(np.asarray(model.decision_function(Xv)))
         val = np.asarray([float(metrics.mauc(lvv, row)) for row in scores])
-        i = C.pick_best(lams, val)
+        i = DH.pick_best(lams, val)
         sel[name] = {"lam": float(lams[i]), "log2_lam": float(np.log2(lams[i])),
                      "grid": lams.tolist(), "val_mauc": val.tolist(),
-                     "status": C.status_names(model), "warnings": C.warning_list(caught),
+                     "status": DH.status_names(model), "warnings": C.warning_list(caught),
                      "select_s": time.perf_counter() - t0}  # fmt: skip
         print(f"  select {name:14s} log2λ={np.log2(lams[i]):+.0f} val MAUC "
               f"{100 * val[i]:.2f} ({sel[name]['select_s']:.0f} s)", flush=True)  # fmt: skip
@@ -140,12 +143,12 @@ def run(cfg: dict) -> dict:
     bayes = float(metrics.mauc(lvt, Xt.sum(axis=1)))
     train = {m: make_ordinal(m, key=keys[3 + i], **gen) for i, m in enumerate(cfg["sizes"])}
     X0, lv0 = train[cfg["sizes"][0]]
-    sel = select(cfg, *C.standardise(X0, Xv), lv0, lvv, kfit, budget)
+    sel = select(cfg, *DH.standardise(X0, Xv), lv0, lvv, kfit, budget)
 
     def entry(m):
         X, lv = train[m]
         e = {"m": m, "level_counts": np.bincount(lv, minlength=LEVELS).tolist(), "methods": {}}
-        return e, (*C.standardise(X, Xt), lv)
+        return e, (*DH.standardise(X, Xt), lv)
 
     def fit(ctx, name):
         Xtr, Xts, lv = ctx
@@ -159,12 +162,12 @@ def run(cfg: dict) -> dict:
             scores = jax.block_until_ready(model.decision_function(Xts))
         res = {"infeasible": False, "lam": lam, **timing}
         res.update(test_mauc=float(metrics.mauc(lvt, scores)), n_basis=int(model.n_basis))
-        res.update(status=C.status_names(model), newton_iterations=int(model.info.iterations))
+        res.update(status=DH.status_names(model), newton_iterations=int(model.info.iterations))
         return {**res, "peak_rss_bytes": C.peak_rss_bytes(), "warnings": C.warning_list(caught)}
 
     def skipped(e, name):
         nb = e["m"] if name == "ml-ranksvm" else e["m"] - e["level_counts"][0]
-        return C.memory_check(e["m"], nb, budget)
+        return DH.memory_check(e["m"], nb, budget)
 
     sweep = dict(cap=cfg["cap"], metric="test_mauc", skipped=skipped)
     results, stopped = C.capped_sweep(cfg["sizes"], cfg["methods"], entry, fit, **sweep)

@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
@@ -151,13 +152,13 @@ def select(cfg: dict, data: dict, budget: int) -> dict:
     for name in cfg["methods"]:
         t0 = time.perf_counter()
         rows = nested_rows(yp, m0 if name in ("svm-w", "rank-svm") else m_sel, cfg["rho"])
-        (Xtr, Xv), ytr = C.standardise(Xp[rows], Xv0), yp[rows]
+        (Xtr, Xv), ytr = DH.standardise(Xp[rows], Xv0), yp[rows]
         if name == "svm-w":
             sigma2 = jaxrank.kernels.sigma2_heuristic(Xtr)
             runs = [fit_svc(Xtr, ytr, [Xv], c, 1.0 / sigma2, cfg["cap"]) for c in cfg["svc_cs"]]
             aucs = [float("nan") if r["stopped"] else float(metrics.auc(yv, r["scores"][0]))
                     for r in runs]  # fmt: skip
-            i = C.pick_best(cfg["svc_cs"], np.nan_to_num(aucs, nan=-1.0))
+            i = DH.pick_best(cfg["svc_cs"], np.nan_to_num(aucs, nan=-1.0))
             out[name] = {"C": float(cfg["svc_cs"][i]), "grid": list(cfg["svc_cs"]), "val_auc": aucs}
         elif name == "rank-svm" and "rank-rc" in out:
             # RankSVM's λ search would cost ~16 RankSVM fits at the smallest size (the kernel
@@ -173,10 +174,10 @@ def select(cfg: dict, data: dict, budget: int) -> dict:
                 out[name] = {"lam": float(np.median(lams)), "error": str(e)}
                 continue
             aucs = np.asarray(metrics.auc(yv, model.decision_function(Xv)), float)
-            i = C.pick_best(lams, aucs)
+            i = DH.pick_best(lams, aucs)
             out[name] = {"lam": float(lams[i]), "log2_lam": float(np.log2(lams[i])),
                          "grid": lams.tolist(), "val_auc": aucs.tolist(),
-                         "status": C.status_names(model),
+                         "status": DH.status_names(model),
                          "warnings": C.warning_list(caught)}  # fmt: skip
         out[name]["select_s"] = time.perf_counter() - t0
         shown = {k: v for k, v in out[name].items() if k in ("lam", "C", "select_s")}
@@ -194,7 +195,7 @@ def run_jax(name, Xtr, ytr, Xte, yte, lam, *, key, budget, repeat_below) -> dict
         scores = jax.block_until_ready(model.decision_function(Xte))
     nb, info = int(model.n_basis), model.info
     return {**timing, "infeasible": False, "test_auc": float(metrics.auc(yte, scores)),
-            "n_basis": nb, "status": C.status_names(model),
+            "n_basis": nb, "status": DH.status_names(model),
             "newton_iterations": int(np.asarray(info.iterations)),
             "cg_iterations": int(np.asarray(info.cg_iterations)),
             "K_bytes": nb * int(ytr.size) * np.dtype(DTYPE).itemsize,
@@ -212,7 +213,7 @@ def run(cfg: dict) -> dict:
 
     def entry(m):
         rows = nested_rows(yp, m, cfg["rho"])
-        (Xtr, Xte), ytr = C.standardise(Xp[rows], Xt), yp[rows]
+        (Xtr, Xte), ytr = DH.standardise(Xp[rows], Xt), yp[rows]
         sigma2 = jaxrank.kernels.sigma2_heuristic(Xtr)
         e = {"m": m, "m_pos": int(np.sum(ytr == 1)), "sigma2": float(sigma2), "methods": {}}
         return e, (Xtr, ytr, Xte, sigma2)
@@ -234,7 +235,7 @@ def run(cfg: dict) -> dict:
     def skipped(e, name):  # would it have fitted in memory? (jaxrank's check)
         if name not in JAX_METHODS:
             return {}
-        return C.memory_check(e["m"], e["m"] if name == "rank-svm" else e["m_pos"], budget)
+        return DH.memory_check(e["m"], e["m"] if name == "rank-svm" else e["m_pos"], budget)
 
     sweep = dict(cap=cfg["cap"], metric="test_auc", skipped=skipped)
     results, stopped = C.capped_sweep(cfg["sizes"], cfg["methods"], entry, fit, **sweep)
@@ -248,7 +249,7 @@ def _over_budget(result: dict, r: dict, name: str) -> bool:
         return not res["memory_ok"]
     budget = result["settings"]["memory_gb"] * 2**30
     nb = r["m"] if name == "rank-svm" else r["m_pos"]
-    return name in JAX_METHODS and C.block_bytes(r["m"], nb) > budget
+    return name in JAX_METHODS and DH.block_bytes(r["m"], nb) > budget
 
 
 def _cell(res: dict | None, over: bool = False) -> str:
@@ -277,7 +278,7 @@ def _claim_rank_svm(result: dict) -> str:
         f"infeasible from m = {inf[0]['m']:,}: {inf[0]['methods']['rank-svm']['reason']}"
         if inf else
         f"not run from m = {over[0]['m']:,} (time cap), where its blocks need "
-        f"{C.block_bytes(over[0]['m'], over[0]['m']) / 2**30:.1f} GiB, over "
+        f"{DH.block_bytes(over[0]['m'], over[0]['m']) / 2**30:.1f} GiB, over "
         f"the {s['memory_gb']:g} GiB budget: infeasible" if over
         else "never infeasible at these sizes"
     )  # fmt: skip

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
-import roofline as RL
 
 import jaxrank
 from jaxrank import kernels
@@ -84,8 +84,8 @@ def _memory(dev) -> dict | None:
 
 def run_size(m: int, repeats: int, budget_s: float) -> dict:
     """Plan, fit, grid and Hv-vs-stream for one size, with memory after each stage."""
-    t0, dev, rho = time.perf_counter(), jax.devices()[0], C.rho_for(m)
-    X, y = C.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
+    t0, dev, rho = time.perf_counter(), jax.devices()[0], DH.rho_for(m)
+    X, y = DH.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
     X, n_pos = X.astype(DTYPE), int((np.asarray(y) == 1).sum())
     res = {"m": m, "rho": rho, "m_pos": n_pos, "d": D, "dtype": DTYPE}
     res["plan"] = p = plan(m, n_pos, kernels.default_memory_budget(dev))
@@ -96,11 +96,11 @@ def run_size(m: int, repeats: int, budget_s: float) -> dict:
     done = lambda stage: print(f"  m = {m}: {stage} ({time.perf_counter() - t0:.1f} s)", flush=True)
     fit = lambda lam: jaxrank.fit(X, y, lam, dtype=DTYPE)
     model, t = C.time_budget(lambda: fit(LAM), repeats, budget_s, record=True)
-    res["fit"] = {"lam": LAM, "time": t, "info": C.model_info(model)}
+    res["fit"] = {"lam": LAM, "time": t, "info": DH.model_info(model)}
     res["memory"]["after_fit"] = _memory(dev)
     done("fit")
     grid, t = C.time_budget(lambda: fit(LAM_GRID), repeats, budget_s, record=True)
-    info = C.model_info(grid)
+    info = DH.model_info(grid)
     del grid
     res["grid"] = {"lams": LAM_GRID.tolist(), "path": "batch", "time": t, "info": info}
     res["grid"]["grid/fit"] = t["median"] / res["fit"]["time"]["median"]
@@ -108,14 +108,14 @@ def run_size(m: int, repeats: int, budget_s: float) -> dict:
     res["memory"]["after_grid"] = _memory(dev)
     done("grid")
 
-    block, (Xo, _, n_neg) = kernels.product_block(m), C.ordered_rows(X, y, DTYPE)
+    block, (Xo, _, n_neg) = kernels.product_block(m), DH.ordered_rows(X, y, DTYPE)
     K = kernels.kernel_block(model.kernel, Xo, model.basis, padded=True, multiple=block)
     del Xo
     blk = dict(Krr=model.kernel(model.basis, model.basis), beta=model.coef, block=block)
-    blk.update(loss=C.hinge_loss(EPS, DTYPE), n_pos=n_pos, n_neg=n_neg)
-    tm = RL._timer(max(repeats, 5), 1.0)
-    stream = tm(lambda: RL._stream(K))
-    prod = RL.single_products(K, blk, tm)
+    blk.update(loss=DH.hinge_loss(EPS, DTYPE), n_pos=n_pos, n_neg=n_neg)
+    tm = DH.product_timer(max(repeats, 5), 1.0)
+    stream = tm(lambda: DH.stream_sum(K))
+    prod = DH.single_products(K, blk, tm, LAM)
     times, nbytes, peak = {"stream": stream, **prod}, int(K.nbytes), nominal_peak(dev.device_kind)
     bw = {k: n * nbytes / times[k] for k, n in PASSES.items()}
     res["products"] = pr = {"K_bytes": nbytes, "stream": stream, "stream_what": "jnp.sum(K)"}
@@ -229,7 +229,7 @@ def main(argv=None) -> int:
     device = next((c["device"] for c in children if "device" in c), None)
     print_all(results, device)
     peaks = [[list(k), None if v is None else v / 1e9] for k, v in NOMINAL_PEAK]
-    settings = dict(sizes=sizes, rho={str(m): C.rho_for(m) for m in sizes}, d=D, t=T_OVERLAP)
+    settings = dict(sizes=sizes, rho={str(m): DH.rho_for(m) for m in sizes}, d=D, t=T_OVERLAP)
     settings.update(seed=SEED, dtype=DTYPE, eps=EPS, lam=LAM, lam_grid=LAM_GRID.tolist())
     settings.update(repeats=args.repeats, stage_budget=args.stage_budget, quick=args.quick)
     report = {"benchmark": "gpu", "env": env, "device": device}

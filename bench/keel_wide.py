@@ -43,41 +43,20 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import _common as C
 import jax
 import numpy as np
-from bases import TEST_FRAC, standardise, stratified_split
+from _data import standardise, stratified_split
+from _keel import SEED, SVC_C, SVC_GAMMA_FACTORS, TEST_FRAC, TIE, TUNE_SETS, load_set
+from _keel import folds as _folds
 
 import jaxrank
 from jaxrank import datasets, metrics
 
 NAME = "keel_wide"
-SEED = 0
 SPLITS = 5
 MAX_ROWS = 5000
 RANKSVM_MAX_ROWS = 2000
 PAPER_GRID = 2.0 ** np.arange(-20, 11, 2)
-TIE = 0.5  # AUC points
 BASELINE = "svc-w"
 METHODS = ("rankrc-cv", "rankrc", "ranksvm", "svc-w", "xgb", "logreg-w")
-SVC_C = (0.1, 1.0, 10.0, 100.0, 1000.0)
-SVC_GAMMA_FACTORS = (1 / 16, 1 / 4, 1.0, 4.0, 16.0)  # × 1/d (= "scale" on standardised data)
-#: the sets the defaults were tuned on (bench/keel_wide_tune.py); the rest are held out
-TUNE_SETS = (
-    # the basis floor and the first σ² grid (bench/keel_wide_tune.py)
-    "glass2", "abalone-21_vs_8", "yeast-2_vs_8", "ecoli-0-1-4-7_vs_2-3-5-6",
-    "winequality-red-4", "poker-8_vs_6",
-    # the σ² grid and the rule, re-chosen (notes of jaxrank._cv): small noisy sets ...
-    "glass-0-1-5_vs_2", "zoo-3", "glass-0-4_vs_5", "glass-0-6_vs_5", "shuttle-c2-vs-c4",
-    "lymphography-normal-fibrosis", "winequality-white-9_vs_4", "cleveland-0_vs_4",
-    "glass-0-1-6_vs_5", "glass-0-1-6_vs_2", "ecoli-0-1-4-6_vs_5", "ecoli-0-1-3-7_vs_2-6",
-    "poker-9_vs_7", "ecoli3",
-    # ... and mid-size sets
-    "ecoli4", "glass4", "dermatology-6", "yeast-1_vs_7", "abalone-3_vs_11",
-    "winequality-red-3_vs_5", "vehicle3", "yeast4", "car-good", "flare-F",
-    "abalone-17_vs_7-8-9-10", "pima", "haberman",
-    # the narrow σ² extension (jaxrank._cv.search_narrower): the two sets it was built for
-    "winequality-white-3_vs_7", "winequality-white-3-9_vs_5",
-    # the extension's margin (jaxrank._cv.keep_narrower): every set whose splits it was read on
-    "poker-8-9_vs_5", "yeast-0-2-5-7-9_vs_3-6-8", "vowel0",
-)  # fmt: skip
 NOT_KEEL = {
     **dict.fromkeys(("ada", "hiva", "sylva"), "NIPS 2006 challenge files (.data/.labels)"),
     **dict.fromkeys(("cm1", "kc1", "pc1"), "ARFF"),
@@ -91,13 +70,6 @@ QUICK = dict(
     cv_params=dict(lams=(2.0**-12, 2.0**-6, 1.0), sigma2_factors=(0.5, 2.0), cv=3),
     paper_grid=2.0 ** np.array([-12.0, -6.0, 0.0]), svc_C=(1.0, 10.0), svc_gamma=(1.0,),
 )  # fmt: skip
-
-
-def load_set(name: str):
-    """``(X, y, dropped)``: a KEEL set with rows holding a missing value dropped."""
-    X, y = datasets.load_keel(name)
-    bad = np.isnan(X).any(axis=1)
-    return X[~bad], y[~bad], int(bad.sum())
 
 
 def set_list(max_rows: int) -> tuple[list[str], list[str], dict]:
@@ -117,10 +89,6 @@ def set_list(max_rows: int) -> tuple[list[str], list[str], dict]:
     order = sorted(sizes, key=lambda n: (sizes[n], n))
     return ([n for n in order if sizes[n] <= max_rows], [n for n in order if sizes[n] > max_rows],
             failed)  # fmt: skip
-
-
-def _folds(y, k: int) -> int:
-    return max(2, min(k, int(np.sum(y == 1)), int(np.sum(y != 1))))
 
 
 def run_method(name, Xtr, ytr, Xte, *, split: int, n_jobs: int, quick: bool, cv_params=None):

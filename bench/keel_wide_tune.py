@@ -31,11 +31,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import _common as C
 import jax
 import numpy as np
-from bases import TEST_FRAC, standardise, stratified_split
-from keel_wide import SEED, SVC_C, SVC_GAMMA_FACTORS, TIE, TUNE_SETS, _folds, load_set
+from _data import standardise, stratified_split
+from _keel import SEED, SVC_C, SVC_GAMMA_FACTORS, TEST_FRAC, TIE, TUNE_SETS, load_set
+from _keel import folds as _folds
 
 import jaxrank
-from jaxrank import _cv, kernels, metrics
+from jaxrank import internals, kernels, metrics
 
 LAMS = 2.0 ** np.arange(-20, 11, 2)
 FACTORS = 2.0 ** np.arange(-4, 3)
@@ -63,10 +64,10 @@ def run_set(name: str, splits: int) -> dict:
         for policy, floor in POLICIES:
             t0 = time.perf_counter()
             opts = dict(policies=(policy,), folds=k, key=key, min_basis=floor, dtype="float32")
-            cv = _cv.cv_search(Xtr, pos, lams=LAMS, sigma2s=h * FACTORS, **opts)
+            cv = internals.cv_search(Xtr, pos, lams=LAMS, sigma2s=h * FACTORS, **opts)
             rec["cv_seconds"].append(time.perf_counter() - t0)
             rec["cv"].append(cv.cv_auc[0])
-            idx = _cv.refit_basis(policy, Xtr, pos, key=key, min_basis=floor)
+            idx = internals.refit_basis(policy, Xtr, pos, key=key, min_basis=floor)
             rec["n_basis"].append(int(idx.size))
             test = []
             for s2 in h * FACTORS:
@@ -109,7 +110,7 @@ def score(data: list[dict], pols, facs, rule) -> tuple[float, float, np.ndarray]
             cv = np.asarray(r["cv"])[np.ix_(pi, fi, range(5), range(lams.size))]
             test = np.asarray(r["test"])[np.ix_(pi, fi, range(lams.size))]
             mean, se = cv.mean(2), cv.std(2, ddof=1) / np.sqrt(cv.shape[2])
-            b, s, j = _cv.choose(mean, se, lams, np.asarray(facs), rule)
+            b, s, j = internals.choose_cell(mean, se, lams, np.asarray(facs), rule)
             ours.append(test[b, s, j])
             svc.append(r["svc"])
         per_set.append((np.mean(ours), np.mean(svc)))
@@ -122,7 +123,9 @@ def analyse(save: bool) -> None:
     print(f"{len(data)} sets: {', '.join(d['name'] for d in data)}")
     rows = []
     pols = [tuple(p.split("+")) for p in CAND_POLICIES]
-    for p, f, rule in itertools.product(pols, [*CAND_FACTORS, tuple(FACTORS.tolist())], _cv.RULES):
+    for p, f, rule in itertools.product(
+        pols, [*CAND_FACTORS, tuple(FACTORS.tolist())], internals.CV_RULES
+    ):
         mean, svc, diff = score(data, p, f, rule)
         row = dict(policies=p, factors=f, rule=rule, auc=mean, svc_auc=svc, worst=float(diff.min()))
         rows.append(row | {"win_or_tie": float(np.mean(diff >= -TIE)), "diff": diff})

@@ -14,13 +14,13 @@ the host CPU.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
@@ -34,7 +34,6 @@ QUICK_SELECT_SIZES = (200,)
 # issue-16 targets (RESULTS.md §16): new size in a bucket, second process, first fit against 16
 # SVC fits (ratios), select_lambda with an empty cache (seconds)
 BUCKET_RATIO, WARM_CACHE_RATIO, SVC_RATIO, SELECT_SECONDS = 2.0, 2.0, 3.0, 5.0
-_CACHE_ENV = ("JAX_COMPILATION_CACHE_DIR", "JAXRANK_NO_COMPILATION_CACHE")
 _EVENTS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
@@ -105,7 +104,9 @@ def child(spec: dict) -> dict:
     import jaxrank
 
     import_s = time.perf_counter() - t0
-    jaxrank._cache.enable_default_cache()  # what the CLI and the estimators' fit do
+    from jaxrank import internals
+
+    internals.enable_default_cache()  # what the CLI and the estimators' fit do
     counter, data = _Compiles(), np.load(spec["data"])
     lams = 2.0 ** np.asarray(EXPONENTS, dtype=np.float64)
     cache = jaxrank.compilation_cache_dir()
@@ -128,7 +129,7 @@ def child(spec: dict) -> dict:
         res, first = counter.timed(fn)
         row = {"m": m, "first": first, "warm": counter.warm(fn, spec["repeats"])}
         if kind == "fits":
-            row["status"] = C.status_names(jaxrank.fit_rankrc(X, y, lams))
+            row["status"] = DH.status_names(jaxrank.fit_rankrc(X, y, lams))
         elif kind == "select":
             row["best_lam"] = float(res[1])
         rows.append(row)
@@ -137,49 +138,13 @@ def child(spec: dict) -> dict:
     return out
 
 
-def _subprocess(cmd, cache: Path | None, tmp: Path, timeout, what: str) -> tuple[float, str]:
-    """Run ``cmd`` in ``tmp`` with only the cache setting of ``cache`` (no cache for ``None``):
-    its wall time (start-up and exit included) and its output."""
-    env = {k: v for k, v in os.environ.items() if k not in _CACHE_ENV}
-    env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxrank's default threshold
-    if cache is None:
-        env["JAXRANK_NO_COMPILATION_CACHE"] = "1"
-    else:  # jaxrank's default directory (and threshold), as the CLI and the estimators set it
-        env["XDG_CACHE_HOME"] = str(cache)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
-    return time.perf_counter() - t0, proc.stdout
-
-
-def _entries(cache: Path | None) -> int | None:
-    if cache is None:
-        return None
-    cache = cache / "jaxrank" / "jax"  # the default directory under XDG_CACHE_HOME = cache
-    return sum(1 for p in cache.iterdir() if p.name.endswith("-cache")) if cache.exists() else 0
-
-
-def _run_child(spec: dict, cache: Path | None, tmp: Path, timeout: float) -> dict:
-    spec_path, out_path = tmp / f"spec_{spec['kind']}.json", tmp / f"out_{spec['kind']}.json"
-    spec_path.write_text(json.dumps(spec))
-    out_path.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)]
-    cmd += ["--child-out", str(out_path)]
-    wall = _subprocess(cmd, cache, tmp, timeout, f"child {spec['kind']}")[0]
-    if not out_path.exists():
-        raise RuntimeError(f"child {spec['kind']} wrote no {out_path}")
-    res = json.loads(out_path.read_text())
-    return {**res, "subprocess_s": wall, "cache_entries": _entries(cache)}
-
-
 def _import_times(n: int, tmp: Path) -> dict:
     """Medians over ``n`` fresh processes of ``import jax`` and ``import jaxrank`` (with jax)."""
     out = {}
     for name in ("jax", "jaxrank"):
         code = f"import time; t = time.perf_counter(); import {name}; print(time.perf_counter()-t)"
         cmd = [sys.executable, "-c", code]
-        outs = [_subprocess(cmd, tmp / "import_cache", tmp, None, name)[1] for _ in range(n)]
+        outs = [C.cache_subprocess(cmd, tmp / "import_cache", tmp, None, name)[1] for _ in range(n)]
         runs = [float(o.strip().splitlines()[-1]) for o in outs]
         out[name] = {"median": float(np.median(runs)), "runs": runs}
     return out
@@ -205,14 +170,14 @@ def _svc_baseline(data, sizes, select_sizes, repeats: int) -> dict:
 
 def same_buckets(m: int, m0: int, rho: float) -> bool:
     """Whether ``make_rare_class(m, rho)`` and ``make_rare_class(m0, rho)`` pad to the same class
-    and basis sizes (:func:`jaxrank._buckets.bucket` of m+ = |R| and m−), i.e. share programs.
+    and basis sizes (:func:`jaxrank.internals.bucket` of m+ = |R| and m−), i.e. share programs.
 
     >>> same_buckets(1100, 1000, 0.1), same_buckets(1300, 1000, 0.1)
     (True, False)
     """
-    from jaxrank import _buckets
+    from jaxrank import internals
 
-    sizes = lambda n: (_buckets.bucket(round(rho * n)), _buckets.bucket(n - round(rho * n)))
+    sizes = lambda n: (internals.bucket(round(rho * n)), internals.bucket(n - round(rho * n)))
     return sizes(m) == sizes(m0)
 
 
@@ -266,7 +231,9 @@ def run(args) -> dict:
             spec["repeats"], cache, result[kind] = args.repeats, tmp / f"cache_{kind}", {}
             # 'off' (no cache at all: what writing the cache costs the first process) at full size
             for phase in ("empty", "warm", "off")[: 2 if quick or kind == "select" else 3]:
-                res = _run_child(spec, None if phase == "off" else cache, tmp, args.timeout)
+                res = C.run_spec_child(
+                    __file__, spec, None if phase == "off" else cache, tmp, args.timeout
+                )
                 result[kind][phase] = res
                 print(f"{kind} / {phase} cache: {res['subprocess_s']:.1f} s")
         result["demo"] = None
@@ -274,8 +241,10 @@ def run(args) -> dict:
             cmd = [sys.executable, "-m", "jaxrank", "demo", "--trials", str(args.demo_trials)]
             d = result["demo"] = {}
             for phase in ("empty", "warm"):
-                wall = _subprocess(cmd, tmp / "cache_demo", tmp, args.timeout, "jaxrank demo")[0]
-                d[phase] = {"wall": wall, "cache_entries": _entries(tmp / "cache_demo")}
+                wall = C.cache_subprocess(
+                    cmd, tmp / "cache_demo", tmp, args.timeout, "jaxrank demo"
+                )[0]
+                d[phase] = {"wall": wall, "cache_entries": C.cache_entries(tmp / "cache_demo")}
             print(f"demo: {d['empty']['wall']:.1f} s empty, {d['warm']['wall']:.1f} s warm cache")
         result["baseline"] = _svc_baseline(data, sizes, select_sizes, args.repeats)
     result["targets"] = _targets(result)

@@ -24,6 +24,7 @@ import time
 import warnings
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
@@ -108,7 +109,7 @@ def select_svm(X, y, folds):
 def run_split(X, y, tr, te, args, split):
     from sklearn.model_selection import StratifiedKFold
 
-    (Xtr, Xte), ytr, yte = C.standardise(X[tr], X[te]), y[tr], y[te]
+    (Xtr, Xte), ytr, yte = DH.standardise(X[tr], X[te]), y[tr], y[te]
     inner = StratifiedKFold(args.folds, shuffle=True, random_state=args.seed + 100 + split)
     folds = list(inner.split(Xtr, ytr))
     sizes = {"n_train": tr.size, "n_test": te.size, "n_pos_train": (ytr == 1).sum(),
@@ -168,7 +169,7 @@ def run_scaling(args) -> list[dict]:
         X, y = make_rare_class(m, 0.01, 0.75, d=40, seed=args.seed)
         sss = StratifiedShuffleSplit(1, test_size=0.25, random_state=args.seed)
         tr, te = next(sss.split(X, y))
-        (Xtr, Xte), ytr = C.standardise(X[tr], X[te]), y[tr]
+        (Xtr, Xte), ytr = DH.standardise(X[tr], X[te]), y[tr]
         fits = {"mibc": lambda Xtr=Xtr, ytr=ytr: fit_mibc(Xtr, ytr, nu=0.5, rho=0.1),
                 "svm-w": lambda Xtr=Xtr, ytr=ytr: fit_svm(Xtr, ytr, 0.01)}  # fmt: skip
         row = {"m": int(m), "n_train": int(tr.size), "d": 40, "n_pos_train": int((ytr == 1).sum())}
@@ -189,7 +190,7 @@ def summarise(splits, methods):
         aucs = np.array([s[m]["test_auc"] for s in splits]) * 100
         rows[m] = {
             "test_auc_mean": float(aucs.mean()),
-            "test_auc_se": C.mean_se(aucs)[1] if aucs.size > 1 else 0.0,
+            "test_auc_se": DH.mean_se(aucs)[1] if aucs.size > 1 else 0.0,
             "test_auc_per_split": aucs.tolist(),
             "fit_median_s": float(np.median([s[m]["fit"]["median"] for s in splits])),
             "select_median_s": float(np.median([s[m]["select_s"] for s in splits])),

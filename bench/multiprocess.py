@@ -61,7 +61,7 @@ def worker(args) -> dict:
         dist.initialize()
     jax.config.update("jax_enable_x64", True)
     import jaxrank
-    from jaxrank import _fitting
+    from jaxrank import internals
 
     P, me = jax.process_count(), jax.process_index()
     # this process's rows, read from the data file the parent wrote (a memory map: the other
@@ -88,16 +88,14 @@ def worker(args) -> dict:
         second = time.perf_counter() - t0
     hlo = []
     if args.hlo and P > 1 and args.m <= args.hlo_max:
-        call = _fitting._exported.call
 
-        def recording(name, fn, a, static=()):  # the compiled fit's HLO, for its collectives
+        def recording(call, name, fn, a, static):  # the compiled fit's HLO, for its collectives
             if name == "fit_block":
                 hlo.append(jax.jit(fn).lower(*a).compile().as_text())
             return call(name, fn, a, static)
 
-        _fitting._exported.call = recording
-        fit()
-        _fitting._exported.call = call
+        with internals.exported_calls(recording):
+            fit()
     info = model.info
     return {
         "process": me,
@@ -137,7 +135,7 @@ def pass_worker(args) -> dict:
     import jax.numpy as jnp
 
     from jaxrank import distributed as dist
-    from jaxrank import kernels
+    from jaxrank import internals, kernels
 
     P, me = jax.process_count(), jax.process_index()
     m, nb, d, pieces = args.stream_rows, args.stream_basis, args.d, 4
@@ -156,7 +154,7 @@ def pass_worker(args) -> dict:
     if P == 1:  # the single-host stream, as jaxrank.fit builds it
         K = kernels.streamed_block(kernel, X, X[idx], multiple=block, n_basis=nb)
     else:  # the multi-process stream, as jaxrank.distributed.fit builds it
-        rows = dist._Rows(X, np.diff(cuts).reshape(P, per).sum(axis=1), dist.mesh())
+        rows = internals.ProcessRows(X, np.diff(cuts).reshape(P, per).sum(axis=1), dist.mesh())
         order = np.arange(m, dtype=np.int64)
         K, _ = rows.block(kernel, np.dtype(np.float64), order, order, idx, m, nb, block, True)
     del X

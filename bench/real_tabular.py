@@ -87,6 +87,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import _common as C
+import _data as DH
 import numpy as np
 
 NAME = "real_tabular"
@@ -239,7 +240,7 @@ def data_info(d: dict) -> dict:
     return {k: d[k] for k in keys if k in d}
 
 
-stratified_split = C.stratified_split
+stratified_split = DH.stratified_split
 
 
 # ---------------------------------------------------------------------------- methods

@@ -29,11 +29,12 @@ import sys
 import time
 
 import _common as C
+import _data as DH
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank import kernels
+from jaxrank import internals, kernels
 from jaxrank.fit import keep_transpose
 
 NAME = "roofline"
@@ -60,9 +61,9 @@ STREAM_RULE = (
 
 def build(m: int) -> dict:
     """The fit's stored block, its streamed twin, K_RR, the loss and a Parzen β."""
-    X, y = C.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
+    X, y = DH.scale_data(m, t=T_OVERLAP, d=D, seed=SEED)
     kernel = kernels.resolve_kernel(None, X)
-    Xo, n_pos, n_neg = C.ordered_rows(X, y, DTYPE)
+    Xo, n_pos, n_neg = DH.ordered_rows(X, y, DTYPE)
     B, block = Xo[:n_pos], kernels.product_block(m)
     fn = lambda: kernels.kernel_block(kernel, Xo, B, padded=True, multiple=block)
     t1 = C.time_first(fn)[1]  # result dropped at once: one block in memory at a time
@@ -71,21 +72,14 @@ def build(m: int) -> dict:
     f1 = kernels.matmul(K, jnp.full((n_pos,), 1.0 / n_pos, K.dtype))[: n_pos + n_neg]
     beta = jnp.full((n_pos,), 1.0 / n_pos, K.dtype) / jnp.std(f1)
     blk = dict(K=K, Xo=Xo, B=B, kernel=kernel, Krr=Krr, beta=beta, n_pos=n_pos, n_neg=n_neg)
-    return blk | dict(loss=C.hinge_loss(EPS, DTYPE), block=block, build_first=t1, build=t2)
+    return blk | dict(loss=DH.hinge_loss(EPS, DTYPE), block=block, build_first=t1, build=t2)
 
 
-_stream = jax.jit(jnp.sum)
 _gemm = jax.jit(lambda A: A @ A)
 _matmul = jax.jit(kernels.matmul)
 _rmatmul = jax.jit(kernels.rmatmul)
 _rmatvec = jax.jit(kernels.rmatvec, static_argnames="block")
 _rmatvecB = jax.jit(jax.vmap(kernels.rmatvec, (0, None, None)), static_argnums=2)
-
-
-def _timer(repeats: int, budget: float):
-    """``fn -> median seconds`` by :func:`_common.time_budgeted`, the probe call one of the runs
-    (also ``bench/gpu.py``'s)."""
-    return lambda fn: C.time_budgeted(fn, repeats=repeats, budget=budget, keep_probe=True)["median"]
 
 
 def gemm_rate(tm, sizes=(2048, 4096)) -> dict:
@@ -98,23 +92,6 @@ def gemm_rate(tm, sizes=(2048, 4096)) -> dict:
         del A
     what = f"A @ A, A float32 square of side {sizes}"
     return {"what": what, "flops_per_s": max(rates.values()), "by_size": rates}
-
-
-def single_products(K, blk: dict, tm) -> dict:
-    """``K@v``, ``g@K``, Hv and value+gradient for one λ on block ``K`` (stored or streamed)."""
-    st = dict(n_pos=blk["n_pos"], n_neg=blk["n_neg"], block=blk["block"])
-    Krr, loss, beta = blk["Krr"], blk["loss"], blk["beta"]
-    kv, kg = jax.random.split(jax.random.key(1))
-    v = jax.random.normal(kv, beta.shape, K.dtype)
-    g = jax.random.normal(kg, (K.shape[0],), K.dtype)
-    lam = jnp.asarray(LAM, K.dtype)
-    lin = C.objective_value(K, Krr, lam, beta, loss, **st)[2]
-    return {
-        "Kv": tm(lambda: _matmul(K, v)),
-        "gK": tm(lambda: _rmatvec(g, K, blk["block"])),
-        "hvp": tm(lambda: C.objective_hvp(K, Krr, lam, lin, v, loss, **st)),
-        "value_grad": tm(lambda: C.objective_value(K, Krr, lam, beta, loss, **st)),
-    }
 
 
 def fit_layout(K, L: int):
@@ -138,15 +115,17 @@ def batched_products(K, blk: dict, L: int, tm) -> dict:
     lams = jnp.asarray(2.0 ** np.linspace(-20, 10, L), K.dtype)  # the bench grid's range
     scale = jnp.asarray(2.0 ** (np.linspace(-1.0, 1.0, L) if L > 1 else np.zeros(1)), K.dtype)
     betas = scale[:, None] * blk["beta"][None, :]
-    lins = C.objective_value_batched(Kf, Krr, lams, betas, loss, **st)[2]
+    lins = internals.objective_value_batched(Kf, Krr, lams, betas, loss, **st)[2]
     VT = V.T
     return {
         "KV": tm(lambda: _matmul(Kf, VT)),
         "GK": tm(lambda: _rmatvecB(G, Kf, blk["block"])),
         "GK_rows": tm(lambda: _rmatvecB(G, K, blk["block"])),
         "GK_plain": tm(lambda: _rmatmul(G, K)),
-        "hvp": tm(lambda: C.objective_hvp_batched(Kf, Krr, lams, lins, V, loss, **st)),
-        "value_grad": tm(lambda: C.objective_value_batched(Kf, Krr, lams, betas, loss, **st)),
+        "hvp": tm(lambda: internals.objective_hvp_batched(Kf, Krr, lams, lins, V, loss, **st)),
+        "value_grad": tm(
+            lambda: internals.objective_value_batched(Kf, Krr, lams, betas, loss, **st)
+        ),
     }
 
 
@@ -166,17 +145,17 @@ def run_size(m: int, ls: list[int], streamed: bool, repeats: int, budget: float)
     t0 = time.perf_counter()
     done = lambda what: print(f"  m = {m}: {what} ({time.perf_counter() - t0:.1f} s)", flush=True)
     blk = build(m)
-    K, tm = blk["K"], _timer(repeats, budget)
-    res = {"m": m, "rho": C.rho_for(m), "m_pos": blk["n_pos"], "n_basis": int(K.shape[1])}
+    K, tm = blk["K"], DH.product_timer(repeats, budget)
+    res = {"m": m, "rho": DH.rho_for(m), "m_pos": blk["n_pos"], "n_basis": int(K.shape[1])}
     res |= {"m_pad": int(K.shape[0]), "block": blk["block"], "K_bytes": int(K.nbytes)}
     res |= {"build_first": blk["build_first"], "build": blk["build"]}
     done("block built")
-    stream = tm(lambda: _stream(K))
+    stream = tm(lambda: DH.stream_sum(K))
     res["stream"] = {"what": "jnp.sum(K)", "time": stream, "GBps": K.nbytes / stream / 1e9}
     res["gemm"] = gemm_rate(tm)
     rate = res["gemm"]["flops_per_s"]
     flops = 2.0 * K.shape[0] * K.shape[1]  # one product with one column
-    single = single_products(K, blk, tm)
+    single = DH.single_products(K, blk, tm, LAM)
     res["stream"]["Kv_GBps"] = K.nbytes / single["Kv"] / 1e9
     res["single"] = _ratios(single, PASSES, stream, flops, rate)
     res["single"]["hvp/(Kv+gK)"] = single["hvp"] / (single["Kv"] + single["gK"])
@@ -211,7 +190,7 @@ def bench_streamed(blk: dict, L: int, tm, stored: dict, stored_b: dict) -> dict:
         raise RuntimeError(f"streamed block {S.shape} != stored {blk['K'].shape}")
     out = {"L": L, "build": blk["build"], "single": {}, "batched": {}}
     stored_b = {k: v["time"] for k, v in stored_b.items()}
-    parts = {"single": (single_products(S, blk, tm), stored)}
+    parts = {"single": (DH.single_products(S, blk, tm, LAM), stored)}
     parts["batched"] = (batched_products(S, blk, L, tm), stored_b)
     for part, (times, stored_times) in parts.items():
         for name, t in times.items():
@@ -315,7 +294,7 @@ def main(argv=None) -> int:
         C.write_json(args.child_out, run(args.child))
         return 0
     fixed = dict(d=D, t=T_OVERLAP, seed=SEED, dtype=DTYPE, eps=EPS, lam=LAM, lams_L=args.lams)
-    settings = {"sizes": args.sizes, "rho": {str(m): C.rho_for(m) for m in args.sizes}, **fixed}
+    settings = {"sizes": args.sizes, "rho": {str(m): DH.rho_for(m) for m in args.sizes}, **fixed}
     settings |= {k: getattr(args, k) for k in ("streamed_size", "repeats", "time_budget")}
     settings |= {"stream_rule": STREAM_RULE, "quick": args.quick}
     settings["subprocess_per_size"] = not args.in_process

@@ -5,7 +5,7 @@ the 16-λ grid (log₂ λ = −20 … 10) solved batched (one ``fit_rankrc`` cal
 fits, same run, both compiled before they are timed (the order alternates per repeat; the
 ratio is of the medians). Per λ: status, Newton steps, CG steps (Hessian-vector products,
 float32 and float64 stages together), ``||∇F||_∞``. With ``--plain``, the batched grid once
-more with the float64 polish off (``_fitting.POLISH_AFTER`` above ``max_iter``: the float32
+more with the float64 polish off (``internals.polish_after`` above ``max_iter``: the float32
 solver alone, as before the polish), same run.
 
 Usage: python bench/small_lambda.py [--m 100000] [--rho 0.01] [--seeds 0 1] [--dims 5 40]
@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 import jaxrank
-from jaxrank import _fitting
+from jaxrank import internals
 
 NAME = "small_lambda"
 LAMS = 2.0 ** np.arange(-20, 11, 2)
@@ -64,14 +64,10 @@ def run_one(m: int, rho: float, d: int, seed: int, repeats: int, plain: bool) ->
             f"{np.median(res['seq']):.1f} s, ratio {res['ratio']:.2f} (CPU time "
             f"{res['ratio_cpu']:.2f})")  # fmt: skip
     if plain:
-        saved = _fitting.POLISH_AFTER
-        try:
-            _fitting.POLISH_AFTER = 10**9  # no polish: the float32 solver alone
+        with internals.polish_after(10**9):  # no polish: the float32 solver alone
             t = time.perf_counter()
             res["plain_info"] = _info(fit(LAMS))
             res["batch_plain"] = time.perf_counter() - t  # max_iter is dynamic: no compile
-        finally:
-            _fitting.POLISH_AFTER = saved
         line += f"; float32 alone batched {res['batch_plain']:.1f} s"
     print(line, flush=True)
     return res
@@ -90,7 +86,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     res = {"m": args.m, "rho": args.rho, "device": str(jax.devices()[0]), "jax": jax.__version__,
-           "env": C.env_info(), "polish_after": _fitting.POLISH_AFTER, "repeats": args.repeats,
+           "env": C.env_info(), "polish_after": internals.POLISH_AFTER, "repeats": args.repeats,
            "runs": []}  # fmt: skip
     for seed in args.seeds:
         for d in args.dims:

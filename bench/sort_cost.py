@@ -23,6 +23,7 @@ import sys
 import time
 
 import _common as C
+import _data as DH
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -145,8 +146,8 @@ def run_size(m: int, repeats: int, steps: list[float], budget: float, t0: float)
     full = _variants(full_variants(), (jnp.asarray(x1),), x1, ref, None, timing)
     base = full["median"]["argsort"]
     # jaxrank's own per-step sort: the first m+ scores are the positives (the fit's row order)
-    n_pos = max(1, round(C.rho_for(m) * m))
-    windows = jax.jit(lambda fp, fn: pairwise.windows(fp, fn, C.hinge_loss(EPS, fp.dtype)))
+    n_pos = max(1, round(DH.rho_for(m) * m))
+    windows = jax.jit(lambda fp, fn: pairwise.windows(fp, fn, DH.hinge_loss(EPS, fp.dtype)))
     t = C.time_budgeted(windows, jnp.asarray(x1[:n_pos]), jnp.asarray(x1[n_pos:]), **timing)
     res = {"m": m, "tied_values": int(m - np.unique(x1).size), "full": full}
     res["windows"] = {"m_pos": n_pos, "m_neg": m - n_pos, "time": t}

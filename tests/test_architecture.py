@@ -206,3 +206,89 @@ def test_names_of_split_modules_stay_importable(module):
     pytest.importorskip("sklearn")
     mod = importlib.import_module(module)
     assert [n for n in OLD_PUBLIC[module] if not hasattr(mod, n)] == []
+
+
+# The benchmarks (``bench/``, docs/architecture.md "The benchmarks"): a script imports the shared
+# layer (``_common``: the run harness; ``_data``: data and model helpers; ``_keel``: the KEEL
+# data and protocol) and jaxrank's public API, never another script and never a private module
+# or name of jaxrank (``jaxrank.internals`` names the internals a bench measures).
+BENCH = ROOT / "bench"
+BENCH_SHARED = ("_common", "_data", "_keel")  # in layer order: each imports only those before it
+
+
+def _bench_violations(path: Path, local: set[str]) -> list[str]:
+    """What ``path`` (a bench file) imports against the rules above, deferred imports included:
+    another bench script, a shared module above it, a private jaxrank module or name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me, bad, jaxrank_names = path.stem, [], set()
+    allowed = set(BENCH_SHARED[: BENCH_SHARED.index(me)] if me in BENCH_SHARED else BENCH_SHARED)
+
+    def local_import(name: str) -> None:
+        if name in local and name != me and name not in allowed:
+            bad.append(f"imports bench/{name}.py")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                local_import(parts[0])
+                if parts[0] == "jaxrank":
+                    if any(_is_private(p) for p in parts[1:]):
+                        bad.append(f"import {a.name}")
+                    jaxrank_names.add(a.asname or parts[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            local_import(parts[0])
+            if parts[0] != "jaxrank":
+                continue
+            if any(_is_private(p) for p in parts[1:]):
+                bad.append(f"from {node.module} import ...")
+            for a in node.names:
+                if _is_private(a.name):
+                    bad.append(f"from {node.module} import {a.name}")
+                jaxrank_names.add(a.asname or a.name)
+    for node in ast.walk(tree):  # jaxrank._cache, kernels._block, RankModel._x through a name
+        if (isinstance(node, ast.Attribute) and _is_private(node.attr)
+                and node.attr not in NAMEDTUPLE_API):  # fmt: skip
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in jaxrank_names:
+                bad.append(f"{ast.unparse(node)}")
+    return bad
+
+
+def _bench_files(folder: Path = BENCH) -> list[Path]:
+    return sorted(folder.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", _bench_files(), ids=lambda p: p.name)
+def test_bench_imports_only_the_shared_layer_and_public_jaxrank(path):
+    local = {p.stem for p in _bench_files()}
+    assert _bench_violations(path, local) == []
+
+
+def test_bench_shared_layer_exists():
+    assert [m for m in BENCH_SHARED if not (BENCH / f"{m}.py").exists()] == []
+
+
+def test_bench_check_detects_violations(tmp_path):
+    # the check above can fail: a script importing another, a private module, a private name
+    # through an alias, a shared module importing one above it
+    probe = (
+        "import _common as C\nimport bases as B\nfrom keel_wide import load_set\n"
+        "import jaxrank\nfrom jaxrank import _cv, kernels\nfrom jaxrank.multilevel import _Levels\n"
+        "import jaxrank._fitting\n"
+        "def f():\n    from jaxrank import _buckets\n    import latency\n"
+        "    return jaxrank._cache.x, kernels._block, C._md_row, kernels.Gaussian._fields\n"
+    )
+    (tmp_path / "probe.py").write_text(probe)
+    (tmp_path / "_data.py").write_text("import _keel\nimport _common\n")
+    local = {"_common", "_data", "_keel", "bases", "keel_wide", "latency", "probe"}
+    assert _bench_violations(tmp_path / "probe.py", local) == [
+        "imports bench/bases.py", "imports bench/keel_wide.py", "from jaxrank import _cv",
+        "from jaxrank.multilevel import _Levels", "import jaxrank._fitting",
+        "from jaxrank import _buckets", "imports bench/latency.py", "kernels._block",
+        "jaxrank._cache",
+    ]  # fmt: skip
+    assert _bench_violations(tmp_path / "_data.py", local) == ["imports bench/_keel.py"]

