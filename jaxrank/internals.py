@@ -7,8 +7,8 @@ float64 polish of float32 fits, the shape buckets, the compiled objective alone,
 private module (``tests/test_architecture.py`` checks ``bench/``). No stability promise: a name
 here follows the internals it names, and the API reference does not list it.
 
-- :func:`search_engine`: the engine of the CV search (``"fits"`` or ``"core"``) within a
-  ``with`` block; :func:`cv_search`, :func:`refit_basis`, :func:`choose_cell` and
+- The engine of the CV search is a parameter: ``RankRCClassifierCV(search_engine="core")``,
+  ``cv_search(..., engine="core")``. :func:`cv_search`, :func:`refit_basis`, :func:`choose_cell` and
   :data:`CV_RULES` are the search's table, basis refit and cell rules
   (``bench/keel_wide_tune.py`` re-tunes the defaults with them).
 - :func:`polish_after`: the Newton steps after which a float32 fit is finished in float64, within
@@ -54,7 +54,6 @@ __all__ = [
     "objective_value_batched",
     "polish_after",
     "refit_basis",
-    "search_engine",
 ]
 
 bucket = _buckets.bucket
@@ -68,21 +67,6 @@ check_X = _validation.check_X
 check_lam = _validation.check_lam
 LevelsLayout = multilevel.LevelsLayout
 ProcessRows = distributed.ProcessRows
-
-
-@contextlib.contextmanager
-def search_engine(engine: str):
-    """Within the block, :class:`~jaxrank.sklearn.RankRCClassifierCV`'s search runs on
-    ``engine``: ``"fits"`` (one fit per cell, on threads) or ``"core"`` (batched calls of the
-    pure core). Not thread-safe: it sets a module default."""
-    if engine not in ("fits", "core"):
-        raise ValueError(f"engine must be 'fits' or 'core', got {engine!r}.")
-    saved = _cv.SEARCH_ENGINE
-    _cv.SEARCH_ENGINE = engine
-    try:
-        yield engine
-    finally:
-        _cv.SEARCH_ENGINE = saved
 
 
 @contextlib.contextmanager
