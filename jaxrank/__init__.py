@@ -45,6 +45,7 @@ from jaxrank._cache import (
     compilation_cache_dir,
     set_compilation_cache,
 )
+from jaxrank._params import combine, partition
 from jaxrank._validation import PrecisionWarning
 from jaxrank._version import __version__ as __version__
 from jaxrank.dopmid import fit_dopmid
@@ -77,6 +78,7 @@ __all__ = [
     "Status",
     "bases",
     "bounds",
+    "combine",
     "compilation_cache_dir",
     "datasets",
     "dopmid",
@@ -104,6 +106,7 @@ __all__ = [
     "pairwise",
     "pairwise_auc",
     "pairwise_loss",
+    "partition",
     "push",
     "ranking",
     "select",

@@ -175,8 +175,13 @@ def score_input(X, d: int, dtype, model) -> Any:
     _check_features(X.shape, d)
     if not jnp.issubdtype(X.dtype, jnp.floating) and not jnp.issubdtype(X.dtype, jnp.integer):
         raise ValueError(f"X must hold real numbers, got dtype {X.dtype}.")
-    if not isinstance(X, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(X))):
-        raise ValueError("X contains NaN or infinite values.")
+    if not isinstance(X, jax.core.Tracer):
+        # a concrete X closed over by a traced model (jax.jit of a training step): checked
+        # now, on its device, not staged into the trace (a TracerBoolConversionError before)
+        with jax.ensure_compile_time_eval():
+            finite = bool(jnp.all(jnp.isfinite(X)))
+        if not finite:
+            raise ValueError("X contains NaN or infinite values.")
     return X.astype(dtype)
 
 
