@@ -40,7 +40,7 @@ from jaxrank import _buckets, _cv_core, _fitting, _random, metrics
 from jaxrank import kernels as _kernels
 from jaxrank._hostblas import one_blas_thread
 from jaxrank._validation import check_binary_labels, check_key, check_lam, check_X, check_X_y
-from jaxrank.bases import AUTO_MIN_BASIS, auto_basis, auto_basis_size
+from jaxrank.bases import AUTO_MIN_BASIS, auto_basis, auto_basis_rows, auto_basis_size
 from jaxrank.model import ConvergenceWarning
 from jaxrank.select import shared_floors, stratified_folds
 
@@ -135,7 +135,7 @@ def _policy_basis(policy, X, pos, key, min_basis: int):
         return np.flatnonzero(pos).astype(np.int64)
     if policy == "all":
         return np.arange(pos.size, dtype=np.int64)
-    return auto_basis(X, pos, key=key, min_basis=min_basis)
+    return auto_basis_rows(X, pos, key=key, min_basis=min_basis)  # X, pos: checked by the search
 
 
 def basis_key(key):
@@ -601,15 +601,23 @@ def search_edges(
         pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
 
 
-def fit_cell(X, pos, lams, scalar, *, basis, kernel, polish: bool = True, **fit_kwargs):
-    """One fit of a search (a cell, or the refit) on rows, labels and λ the search has checked:
-    :func:`jaxrank.fit`'s R-subset fit (:func:`jaxrank._fitting.fit_biclass`) without a second
-    check of ``X``, ``pos`` and λ, the options not given at :data:`jaxrank._fitting.FIT_OPTIONS`
-    (``fit``'s defaults); ``polish`` as in :func:`jaxrank._fitting.fit_rows` (``False`` for the
-    cells: judged by their held-out AUC, they stop after their float32 stage)."""
-    options = {**_fitting.FIT_OPTIONS, **fit_kwargs}
-    return _fitting.fit_biclass(X, pos, lams, scalar, basis=basis, key=None, n_basis=None,
-                                kernel=kernel, init=None, polish=polish, **options)  # fmt: skip
+def fit_options(X, fit_kwargs: dict) -> _fitting.FitOptions:
+    """The options of a search's fits, checked once per search on all its rows
+    (:func:`jaxrank._fitting.check_fit_options`): ``fit_kwargs``, the others at
+    :data:`jaxrank._fitting.FIT_OPTIONS` (:func:`jaxrank.fit`'s defaults)."""
+    return _fitting.check_fit_options(X, **{**_fitting.FIT_OPTIONS, **fit_kwargs})
+
+
+def fit_cell(X, pos, lams, scalar, *, basis, kernel, options, polish: bool = True):
+    """One fit of a search (a cell, or the refit): :func:`jaxrank.fit`'s R-subset fit
+    (:func:`jaxrank._fitting.fit_rows` over the biclass rows) on rows, labels and λ the search
+    has checked, with its checked ``options`` (:func:`fit_options`): nothing is checked again.
+    ``polish`` as in :func:`~jaxrank._fitting.fit_rows` (``False`` for the cells: judged by
+    their held-out AUC, they stop after their float32 stage)."""
+    order, idx, layout = _fitting.biclass_rows(X, pos, basis, key=None, n_basis=None)
+    return _fitting.fit_rows(X, order, idx, lams, scalar, layout, polish=polish,
+                             kernel=_kernels.resolve_kernel(kernel, X),
+                             **options._asdict())  # fmt: skip
 
 
 def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
@@ -620,8 +628,10 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
         # a cell is judged by its held-out AUC: stalled float32 λ are not polished (the refit is)
         with _buckets.carried(state):
             model = fit_cell(X[tr], pos[tr], grid, False, basis=idx, polish=False,
-                             kernel=gaussian_kernel(sigma2, scales), **fit_kwargs)  # fmt: skip
-            scores = model.decision_function(Xte)
+                             kernel=gaussian_kernel(sigma2, scales), options=options)  # fmt: skip
+            # model.decision_function without its check of X: the held-out rows are the search's
+            Xs = np.asarray(Xte, model.basis.dtype)
+            scores = _kernels.stream_matvec(model.kernel, Xs, model.basis, model.coef)
             return np.asarray(metrics.auc(yte, scores, where=mask), np.float64)
 
     jobs, copies = [], []
@@ -648,6 +658,7 @@ def _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_
         for b, same, f in copies:
             cv[b, :, f] = cv[same, :, f]
         return
+    options = fit_options(X, fit_kwargs)  # once for every cell
     block = max(a[0].size * max(a[1].size, min_basis) for _, a in jobs) * itemsize
     threads = SEARCH_THREADS if block <= SEARCH_THREADS_MAX_BLOCK else 1
     # the host BLAS pin and the warning filter are process-wide: set here, on the calling
@@ -753,13 +764,14 @@ def refit(X, y, lam, *, policy, sigma2, key, lams, policies=None,
       ``(model, basis_index)``: a :class:`jaxrank.RankModel` for the scalar ``lam``.
     """
     X, pos = check_X_y(X, y)
-    idx = refit_basis(policy, X, pos, key=key, min_basis=min_basis)
+    check_policies((policy,))
+    idx = _policy_basis(policy, X, pos, basis_key(key), min_basis)  # refit_basis, X checked
     opts = {"path": "warm", "chains": 1, **fit_kwargs}
     searched = (policy,) if policies is None else policies
     with search_floors(pos, searched, int(np.size(lams)), min_basis, opts.get("dtype")):
         lam, scalar = check_lam(float(lam))
         model = fit_cell(X, pos, lam, scalar, basis=idx, kernel=gaussian_kernel(sigma2, scales),
-                         **opts)  # fmt: skip
+                         options=fit_options(X, opts))  # fmt: skip
     return model, idx
 
 

@@ -301,6 +301,12 @@ def auto_basis(X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
       (64, True, True)
     """
     X, pos = check_X_y(X, y)
+    return auto_basis_rows(X, pos, key=key, min_basis=min_basis)
+
+
+def auto_basis_rows(X, pos, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
+    """:func:`auto_basis` on rows and a rare-class mask already checked (``check_X_y``): what
+    :func:`jaxrank.fit` and the CV search's folds call, so that ``X`` is checked once."""
     check_key(key)
     m, n_pos = pos.size, int(pos.sum())
     n = auto_basis_size(m, n_pos, min_basis)

@@ -32,14 +32,14 @@ from jaxrank._fitting import (
     psd_gram,
     resolve_precondition,
 )
-from jaxrank._validation import check_lam, check_X, check_X_y
-from jaxrank.bases import auto_basis
+from jaxrank._validation import check_lam, check_X_y
+from jaxrank.bases import auto_basis_rows
 from jaxrank.core import require_concrete
-from jaxrank.greedy import fit_greedy
-from jaxrank.l1 import fit_l1
+from jaxrank.greedy import GREEDY_DEFAULTS, greedy_rows
+from jaxrank.l1 import L1_MAX_ITER, L1_PATH, l1_rows
 from jaxrank.model import ConvergenceWarning, RankModel
 from jaxrank.objective import hessian_diagonal, moment_gram, objective_closures, pair_curvature
-from jaxrank.push import fit_push
+from jaxrank.push import push_rows
 
 # Only fit, fit_rankrc and fit_ranksvm are defined here; the other names now live in
 # jaxrank._fitting, jaxrank.objective and jaxrank.model and are re-exported, so every public
@@ -196,33 +196,41 @@ def fit(
     )
     if penalty not in ("l2", "l1"):
         raise ValueError(f"penalty must be 'l2' or 'l1', got {penalty!r}.")
-    if isinstance(basis, str) and basis == "greedy":
+    if penalty == "l1" and p is not None and not (isinstance(basis, str) and basis == "greedy"):
+        raise ValueError("penalty='l1' is not available with the p-norm push.")
+    greedy = isinstance(basis, str) and basis == "greedy"
+    if greedy:
         if penalty != "l2" or p is not None:
             raise ValueError("basis='greedy' supports neither penalty='l1' nor the p-norm push.")
         if init is not None or max_kernel_bytes is not None:
             raise ValueError(
                 "basis='greedy' takes neither init= nor max_kernel_bytes= (the basis is grown)."
             )
+    mesh = _kernels.row_mesh(X)
+    # X and y checked here, once: every fitter below takes them as checked (its *_rows form)
+    X, pos = check_X_y(X, y)
+    if greedy:
         if n_basis is None:
-            n_basis = max(1, math.ceil(check_X(X).shape[0] / 10))
-        loss = loss or "squared_hinge"
-        return fit_greedy(X, y, lam, n_basis=n_basis, key=key, loss=loss, **newton, **common)
+            n_basis = max(1, math.ceil(X.shape[0] / 10))
+        return greedy_rows(
+            X, pos, *check_lam(lam), n_basis=n_basis, key=key, loss=loss or "squared_hinge",
+            **GREEDY_DEFAULTS, **newton, **common,
+        )  # fmt: skip
     if isinstance(basis, str) and basis == "auto":
-        basis = auto_basis(X, y, key=key, **({} if n_basis is None else {"min_basis": n_basis}))
+        basis = auto_basis_rows(
+            X, pos, key=key, **({} if n_basis is None else {"min_basis": n_basis})
+        )
         n_basis = None
     rows = dict(basis=basis, loss=loss or "smoothed_hinge", key=key, n_basis=n_basis, init=init)
     if penalty == "l1":
-        if p is not None:
-            raise ValueError("penalty='l1' is not available with the p-norm push.")
         # seed 000 extension 1: μ||β||₁ in place of the RKHS norm, μ = lam
-        return fit_l1(X, y, 0.0, l1=lam, **rows, **common)
-    if p is not None:
-        return fit_push(
-            X, y, lam, p=p, max_kernel_bytes=max_kernel_bytes, **rows, **newton, **common
-        )
-    mesh = _kernels.row_mesh(X)
-    X, pos = check_X_y(X, y)
+        return l1_rows(X, pos, 0.0, l1=lam, path=L1_PATH, max_iter=L1_MAX_ITER, **rows, **common)
     lams, scalar = check_lam(lam)
+    if p is not None:
+        return push_rows(
+            X, pos, lams, scalar, p=p, max_kernel_bytes=max_kernel_bytes, **rows, **newton,
+            **common,
+        )  # fmt: skip
     return fit_biclass(
         X,
         pos,

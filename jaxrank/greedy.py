@@ -41,7 +41,9 @@ capacity ``cap = min(n_basis, max(64, 2^⌈log2 |J|⌉)) < 2|J|`` beyond 64. Mem
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import types
 from typing import NamedTuple
 
 import jax
@@ -489,6 +491,35 @@ def fit_greedy(
     """
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
+    return greedy_rows(
+        X, pos, lams, scalar, n_basis=n_basis, key=key, kappa=kappa, kernel=kernel, loss=loss,
+        eps=eps, schedule=schedule, validation=validation, patience=patience,
+        min_delta=min_delta, grow_lam=grow_lam, tol=tol, max_iter=max_iter, max_cg=max_cg,
+        max_newton=max_newton, path=path, chains=chains, precondition=precondition, dtype=dtype,
+        memory_budget=memory_budget, return_history=return_history,
+    )  # fmt: skip
+
+
+#: :func:`fit_greedy`'s own options (those :func:`jaxrank.fit` does not take) at their defaults,
+#: read from its signature: what ``fit(basis="greedy")`` passes.
+GREEDY_DEFAULTS = types.MappingProxyType(
+    {
+        name: param.default
+        for name, param in inspect.signature(fit_greedy).parameters.items()
+        if name in ("kappa", "schedule", "validation", "patience", "min_delta", "grow_lam",
+                    "max_newton", "return_history")
+    }
+)  # fmt: skip
+
+
+def greedy_rows(
+    X, pos, lams, scalar, *, n_basis, key, kappa, kernel, loss, eps, schedule, validation,
+    patience, min_delta, grow_lam, tol, max_iter, max_cg, max_newton, path, chains, precondition,
+    dtype, memory_budget, return_history,
+):  # fmt: skip
+    """:func:`fit_greedy` on rows, rare-class mask and λ grid already checked (``check_X_y``,
+    ``check_lam``): what :func:`jaxrank.fit` calls with ``basis="greedy"``, so that ``X`` is
+    checked once; every other argument is checked here."""
     tol = check_solver_options(
         loss=loss, eps=eps, tol=tol, path=path, chains=chains, precondition=precondition,
         max_iter=max_iter, max_cg=max_cg,

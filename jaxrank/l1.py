@@ -489,6 +489,13 @@ def _check_loss(loss, eps):
     get_loss(loss, check_positive(eps, "eps") if loss == "smoothed_hinge" else eps)
 
 
+#: :func:`fit_l1`'s defaults where they differ from :data:`jaxrank._fitting.FIT_OPTIONS` (FISTA
+#: takes many cheap steps, and a μ grid is solved from large to small): the one definition that
+#: its signature and :func:`jaxrank.fit` with ``penalty="l1"`` use.
+L1_MAX_ITER = 5000
+L1_PATH = "warm"
+
+
 def fit_l1(
     X,
     y,
@@ -502,8 +509,8 @@ def fit_l1(
     key=None,
     n_basis: int | None = None,
     tol: float = 1e-6,
-    max_iter: int = 5000,
-    path: str = "warm",
+    max_iter: int = L1_MAX_ITER,
+    path: str = L1_PATH,
     dtype=None,
     memory_budget: int | None = None,
     init=None,
@@ -557,6 +564,21 @@ def fit_l1(
       True
     """
     X, pos = check_X_y(X, y)
+    return l1_rows(
+        X, pos, lam, l1=l1, basis=basis, loss=loss, eps=eps, kernel=kernel, key=key,
+        n_basis=n_basis, tol=tol, max_iter=max_iter, path=path, dtype=dtype,
+        memory_budget=memory_budget, init=init,
+    )  # fmt: skip
+
+
+def l1_rows(
+    X, pos, lam, *, l1, basis, loss, eps, kernel, key, n_basis, tol, max_iter, path, dtype,
+    memory_budget, init,
+) -> L1Model:  # fmt: skip
+    """:func:`fit_l1` on rows and a rare-class mask already checked (``check_X_y``): what
+    :func:`jaxrank.fit` calls with ``penalty="l1"``, so that ``X`` is checked once. Its
+    :class:`~jaxrank.ConvergenceWarning` names the caller of its caller (``fit_l1``'s or
+    ``fit``'s)."""
     try:
         mus, scalar = check_lam(l1)
     except ValueError as err:
@@ -610,7 +632,8 @@ def fit_l1(
     # status is an early stop and warns, as jaxrank.fit does.
     warn_stopped(
         info.status, info.iterations, "μ", mus, "residual ", info.grad_norm,
-        head="fit_l1 stopped before the optimality tolerance", stacklevel=3,  # fit_l1's caller
+        head="fit_l1 stopped before the optimality tolerance",
+        stacklevel=4,  # the caller of fit_l1 (or of fit)
     )  # fmt: skip
     if scalar:
         betas = betas[0]

@@ -517,31 +517,23 @@ def fit_push(
     """
     X, pos = check_X_y(X, y)
     lams, scalar = check_lam(lam)
+    return push_rows(
+        X, pos, lams, scalar, p=p, basis=basis, key=key, n_basis=n_basis, kernel=kernel,
+        init=init, loss=loss, eps=eps, tol=tol, path=path, chains=chains,
+        precondition=precondition, max_iter=max_iter, max_cg=max_cg, dtype=dtype,
+        memory_budget=memory_budget, max_kernel_bytes=max_kernel_bytes,
+    )  # fmt: skip
+
+
+def push_rows(X, pos, lams, scalar, *, p, basis, key, n_basis, kernel, init, **options):
+    """:func:`fit_push` on rows, rare-class mask and λ grid already checked (``check_X_y``,
+    ``check_lam``), ``options`` the loss and solver options (:data:`jaxrank._fitting.FIT_OPTIONS`,
+    checked here): what :func:`jaxrank.fit` calls with ``p=``, so that ``X`` is checked once."""
     p = check_p(p)
     model = fit_biclass(
-        X,
-        pos,
-        lams,
-        scalar,
-        basis=basis,
-        key=key,
-        n_basis=n_basis,
-        kernel=kernel,
-        init=init,
-        layout=functools.partial(_Push, p=p),
-        no_jacobi=_NO_JACOBI,
-        loss=loss,
-        eps=eps,
-        tol=tol,
-        path=path,
-        chains=chains,
-        precondition=precondition,
-        max_iter=max_iter,
-        max_cg=max_cg,
-        dtype=dtype,
-        memory_budget=memory_budget,
-        max_kernel_bytes=max_kernel_bytes,
-    )
+        X, pos, lams, scalar, basis=basis, key=key, n_basis=n_basis, kernel=kernel, init=init,
+        layout=functools.partial(_Push, p=p), no_jacobi=_NO_JACOBI, **options,
+    )  # fmt: skip
     return PushModel(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}, p=p)
 
 

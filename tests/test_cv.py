@@ -187,7 +187,8 @@ def test_search_tol_reaches_the_cv_fits_and_tol_the_refit(data, monkeypatch, sea
     real_fit = _cv.fit_cell
 
     def spy(*args, **kwargs):
-        seen.append((kwargs["tol"], kwargs.get("path"), kwargs.get("chains")))
+        options = kwargs["options"]  # checked once per search (_cv.fit_options)
+        seen.append((options.tol, options.path, options.chains))
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(_cv, "fit_cell", spy)  # the search's fits and the refit

@@ -255,3 +255,32 @@ def test_near_balanced_positive_majority_does_not_warn():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*they are the majority here")
         jaxrank.fit_rankrc(X, -y, 1e-2)
+
+
+def test_fitter_signatures_follow_the_one_options_definition():
+    """fit, fit_push, fit_l1, fit_greedy and distributed.fit keep their keyword signatures
+    (docs/design.md §2), built from one definition (issue 42): every option they share has
+    ``_fitting.FIT_OPTIONS``'s default, keyword-only, unless the fitter names its own; fit
+    passes fit_greedy's own options at fit_greedy's defaults."""
+    import inspect
+
+    from jaxrank import _fitting, distributed, greedy, l1, push
+
+    own = {
+        "fit": {"loss": None},  # the smoothed hinge, or the squared hinge for basis="greedy"
+        "fit_l1": {"max_iter": l1.L1_MAX_ITER, "path": l1.L1_PATH},
+        "fit_greedy": {"loss": "squared_hinge"},
+    }
+    fitters = {"fit": jaxrank.fit, "fit_push": push.fit_push, "fit_l1": l1.fit_l1,
+               "fit_greedy": greedy.fit_greedy, "distributed.fit": distributed.fit}  # fmt: skip
+    for name, fn in fitters.items():
+        params = inspect.signature(fn).parameters
+        shared = [k for k in _fitting.FIT_OPTIONS if k in params]
+        assert {"loss", "eps", "tol", "max_iter", "path", "dtype", "memory_budget"} <= set(shared)
+        for k in shared:
+            assert params[k].kind is inspect.Parameter.KEYWORD_ONLY, (name, k)
+            assert params[k].default == own.get(name, {}).get(k, _fitting.FIT_OPTIONS[k]), (name, k)
+    greedy_params = inspect.signature(greedy.fit_greedy).parameters
+    assert greedy.GREEDY_DEFAULTS and all(
+        greedy_params[k].default == v for k, v in greedy.GREEDY_DEFAULTS.items()
+    )

@@ -82,8 +82,9 @@ def _stalled_fit(polish=True):
         )
     X, pos = np.asarray(X), np.asarray(y) == 1  # the search's cell fit, polish a parameter
     lams, scalar = _validation.check_lam(2.0**-20)
+    options = _cv.fit_options(X, dict(dtype=np.float32, tol=1e-6))
     return _cv.fit_cell(X, pos, lams, scalar, basis=np.flatnonzero(pos), polish=False,
-                        kernel=kernels.gaussian(160.0), dtype=np.float32, tol=1e-6)  # fmt: skip
+                        kernel=kernels.gaussian(160.0), options=options)  # fmt: skip
 
 
 def test_float32_stage_only_skips_the_polish():
