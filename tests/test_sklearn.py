@@ -19,10 +19,10 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import jaxrank
 from jaxrank import datasets, metrics
-from jaxrank._sklearn_base import block_rows as _block_rows
-from jaxrank._sklearn_base import midpoint as _midpoint
-from jaxrank._sklearn_base import rank_scores as _scores
 from jaxrank.sklearn import RandomBasisRankClassifier, RankRCClassifier, RankSVMClassifier
+from jaxrank.sklearn._base import block_rows as _block_rows
+from jaxrank.sklearn._base import midpoint as _midpoint
+from jaxrank.sklearn._base import rank_scores as _scores
 
 
 def sklearn_checks(estimators):

@@ -14,9 +14,9 @@ from sklearn.preprocessing import StandardScaler
 from test_sklearn import run_check, sklearn_checks
 
 from jaxrank import datasets, metrics
-from jaxrank._sklearn_base import rank_scores as _scores
 from jaxrank.greedy import fit_greedy
 from jaxrank.sklearn import SparseAUCClassifier
+from jaxrank.sklearn._base import rank_scores as _scores
 
 
 # scikit-learn's whole check suite, no expected failures. Every check fits new shapes and each

@@ -1,6 +1,7 @@
 """The shared face of jaxrank's scikit-learn estimators: parameters, labels, scoring, threshold.
 
-Below :mod:`jaxrank.sklearn` and :mod:`jaxrank._sklearn_cv`, which both build on
+Below the plain estimators (``jaxrank/sklearn/_classes.py``) and ``RankRCClassifierCV``
+(``jaxrank/sklearn/_cv.py``), which both build on
 :class:`RankClassifier`: the label handling (``classes_``, ``pos_label``, the rare class),
 chunked scoring (:func:`scores`) and the training-prevalence threshold (:func:`midpoint`).
 """

@@ -4,7 +4,7 @@ Kept apart from :mod:`jaxrank.sklearn` (which re-exports it; import it from ther
 search code and the plain estimators evolve separately. The numbers come from
 :mod:`jaxrank._cv`; this class only maps scikit-learn's conventions onto it, reusing the label,
 ``pos_label``, scoring and threshold code the other estimators share
-(:mod:`jaxrank._sklearn_base`).
+(``jaxrank/sklearn/_base.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from sklearn.utils.validation import check_random_state, validate_data
 
 from jaxrank import _ard, _cache, _cv
 from jaxrank import kernels as _kernels
-from jaxrank._sklearn_base import (
+from jaxrank._validation import check_lam
+from jaxrank.sklearn._base import (
     RankClassifier,
     estimator_params,
     midpoint,
@@ -29,7 +30,6 @@ from jaxrank._sklearn_base import (
     rare_index,
     score_sign,
 )
-from jaxrank._validation import check_lam
 
 __all__ = [
     "DEFAULT_LAMS",
@@ -413,3 +413,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         # rank 1 = best; equal means share the best rank among them (scikit-learn's "min")
         res["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
         self.cv_results_ = res
+
+
+# Named by its public path: pickles name jaxrank.sklearn.RankRCClassifierCV, and doctest and
+# the API reference find it in jaxrank.sklearn.
+RankRCClassifierCV.__module__ = "jaxrank.sklearn"

@@ -1,65 +1,34 @@
-"""scikit-learn estimators over :func:`jaxrank.fit`: RankRC, RankSVM and RANK-RND rankers.
-
-Thin faces (docs/design.md §8): every number comes from :func:`jaxrank.fit`; these classes only map
-scikit-learn's conventions (``classes_``, ``n_features_in_``, ``get_params``) onto it. They
-work inside ``Pipeline`` and ``GridSearchCV``; as everywhere in jaxrank nothing is standardised
-silently, so put a scaler first (the paper standardises every data set)::
-
-    import numpy as np
-    from sklearn.model_selection import GridSearchCV
-    from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import StandardScaler
-    from jaxrank.sklearn import RankRCClassifier
-
-    pipe = Pipeline([("scale", StandardScaler()), ("rank", RankRCClassifier())])
-    search = GridSearchCV(pipe, {"rank__lam": 2.0 ** np.arange(-20, 11, 2)}, scoring="roc_auc")
-
-The biclass estimators take any two labels: ``pos_label`` names the rare class (default: the
-minority class; ``classes_[1]`` on an exact 50/50 split), which jaxrank's fitters take as the
-positive class. ``decision_function`` scores ``classes_[1]`` (as scikit-learn's ``roc_auc``
-scoring reads it), shifted by the training-prevalence threshold so that ``predict`` is
-``decision_function > 0``. They pass scikit-learn's ``check_estimator`` with no expected
-failures.
-
-scikit-learn is an optional dependency (``pip install scikit-learn``).
-"""
+"""The plain scikit-learn estimators: RankRC, RankSVM, RANK-RND, sparse AUC, Nyström and
+multi-level rankers (import them from :mod:`jaxrank.sklearn`, which re-exports them; its
+docstring describes their conventions)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-try:
-    from sklearn.base import ClassifierMixin
-    from sklearn.utils.multiclass import check_classification_targets
-    from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
-except ImportError as err:  # pragma: no cover - exercised only without scikit-learn
-    raise ImportError(
-        "jaxrank.sklearn needs scikit-learn >= 1.6: pip install -U 'scikit-learn>=1.6'"
-    ) from err
-
 import jax
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from jaxrank import _cache
-from jaxrank._sklearn_base import (
+from jaxrank.bases import resolve_basis
+from jaxrank.metrics import mauc
+from jaxrank.multilevel import fit_multilevel
+from jaxrank.sklearn._base import (
     KernelRankerParams,
     RankClassifier,
     estimator_params,
     midpoint,
     rank_scores,
 )
-from jaxrank._sklearn_cv import RankRCClassifierCV as RankRCClassifierCV
-from jaxrank.bases import resolve_basis
-from jaxrank.metrics import mauc
-from jaxrank.multilevel import fit_multilevel
 
 __all__ = [
     "MultiLevelRankRC",
     "NystromRankClassifier",
     "RandomBasisRankClassifier",
     "RankRCClassifier",
-    "RankRCClassifierCV",
     "RankSVMClassifier",
     "SparseAUCClassifier",
 ]
@@ -438,3 +407,17 @@ class MultiLevelRankRC(ClassifierMixin, KernelRankerParams):
                 f"{self.classes_.tolist()!r}."
             )
         return float(mauc(index, scores))
+
+
+# Named by their public path, as before the move into this module: pickles name
+# jaxrank.sklearn.<class>, and doctest and the API reference find them in jaxrank.sklearn.
+for _cls in (
+    RankRCClassifier,
+    RankSVMClassifier,
+    RandomBasisRankClassifier,
+    SparseAUCClassifier,
+    NystromRankClassifier,
+    MultiLevelRankRC,
+):
+    _cls.__module__ = "jaxrank.sklearn"
+del _cls
