@@ -14,6 +14,8 @@ here follows the internals it names, and the API reference does not list it.
 - :func:`polish_after`: the Newton steps after which a float32 fit is finished in float64, within
   a ``with`` block; :data:`POLISH_AFTER` is the default.
 - :func:`exported_calls`: a hook that sees every call of a stored compiled program.
+- :func:`standardise`: the command line's standardiser (one rule for constant columns: centred
+  only), for the benches that standardise on a training split.
 - :func:`bucket`: the size ladder every dynamic size is padded to;
   :func:`enable_default_cache`: the persistent compilation cache as the CLI and the estimators
   switch it on.
@@ -33,7 +35,17 @@ import functools
 
 import jax
 
-from jaxrank import _buckets, _cache, _cv, _exported, _fitting, _validation, distributed, multilevel
+from jaxrank import (
+    _buckets,
+    _cache,
+    _cli_common,
+    _cv,
+    _exported,
+    _fitting,
+    _validation,
+    distributed,
+    multilevel,
+)
 from jaxrank.objective import objective_closures
 
 __all__ = [
@@ -54,9 +66,11 @@ __all__ = [
     "objective_value_batched",
     "polish_after",
     "refit_basis",
+    "standardise",
 ]
 
 bucket = _buckets.bucket
+standardise = _cli_common.standardise
 enable_default_cache = _cache.enable_default_cache
 cv_search = _cv.cv_search
 refit_basis = _cv.refit_basis
