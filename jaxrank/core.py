@@ -66,7 +66,8 @@ class ImplicitSolve(NamedTuple):
     not an output: ask for ``throw=True`` and a solve that stops at its step cap with its
     residual above ``tol`` raises when the program runs (under ``jit``, ``vmap`` and in
     forward and reverse mode alike; a host callback, so such a program cannot be
-    ``jax.export``-ed). The plain tuple ``(tol, max_iter)`` still works.
+    ``jax.export``-ed), or for ``nan=True`` and its derivative is NaN (pure, per member).
+    The plain tuple ``(tol, max_iter)`` still works.
 
     Attributes:
       tol: relative residual of the preconditioned CG, ``‖H dβ + ∂_θ∇F‖ ≤ tol·‖∂_θ∇F‖``
@@ -75,6 +76,9 @@ class ImplicitSolve(NamedTuple):
       throw: raise (an error whose message ends with ``ValueError: fit_core: the implicit
         solve ...``; ``jax.errors.JaxRuntimeError`` under JAX's runtime) when any solve of the
         call, any member of a ``vmap`` or a λ grid, stopped at ``max_iter`` unconverged.
+      nan: make the derivative of an unconverged solve NaN, member by member (no callback:
+        the program stays pure, ``jax.export``-able, and one member of a ``vmap`` does not stop
+        the others), so ``jnp.isnan`` of the gradient says which solves failed.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -96,6 +100,7 @@ class ImplicitSolve(NamedTuple):
     tol: float | None = None
     max_iter: int | None = None
     throw: bool = False
+    nan: bool = False
 
 
 class CoreFit(NamedTuple):
@@ -224,7 +229,7 @@ def fit_core(
         derivatives (static; default ``(100·eps, 4·n_b)``, a near-exact solve). A looser
         solve (e.g. ``(1e-3, 50)``) is cheaper where the derivative feeds an optimiser's step
         (:mod:`jaxrank.tune`); the primal fit is unchanged. ``throw=True`` makes a solve that
-        stopped unconverged an error when the program runs.
+        stopped unconverged an error when the program runs, ``nan=True`` its derivative NaN.
       throw: static, default ``False``. A traced λ ≤ 0 (or NaN) cannot be refused when the
         program is traced: by default its member returns NaN coefficients and status
         NONFINITE; ``throw=True`` raises instead when the program runs (a host callback:
@@ -314,6 +319,7 @@ def _implicit(implicit) -> ImplicitSolve | None:
         None if imp.tol is None else float(imp.tol),
         None if imp.max_iter is None else int(imp.max_iter),
         bool(imp.throw),
+        bool(imp.nan),
     )
 
 
@@ -536,9 +542,13 @@ def _solution_jvp(static: _Static, primals, tangents):
         cap = 4 * B.shape[0] if imp.max_iter is None else imp.max_iter
 
         def cg(matvec, rhs):
-            if not imp.throw:
+            if not (imp.throw or imp.nan):
                 return jax.scipy.sparse.linalg.cg(matvec, rhs, tol=tol, maxiter=cap, M=precond)[0]
             x, stopped = _pcg(matvec, rhs, tol, cap, precond)
+            if imp.nan:
+                x = jnp.where(stopped, jnp.nan, x)
+            if not imp.throw:
+                return x
             return raise_if(x, stopped, (
                 f"fit_core: the implicit solve did not reach tol={tol:.3g} in max_iter={cap} CG "
                 "steps (ImplicitSolve(throw=True)): raise max_iter or tol"

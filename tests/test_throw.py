@@ -163,6 +163,25 @@ def test_implicit_solve_converged_and_not(dt):
     assert np.isfinite(jax.grad(_objective(X, pos, B, ImplicitSolve(1e-10, 1)))(small, s2))
 
 
+@F32_F64
+def test_implicit_solve_nan_marks_the_unconverged_members(dt):
+    X, pos, B = _core_data(dt)
+    s2, small, zero = jnp.asarray(4.0, dt), jnp.asarray(1e-6, dt), jnp.zeros((), dt)
+    f = _objective(X, pos, B, ImplicitSolve(1e-10, 1, nan=True))
+    assert np.isnan(jax.jit(jax.grad(f))(small, s2))
+    # member by member: a zero tangent is solved exactly (0 steps), the other stops at the cap
+    tangents = jnp.asarray([0.0, 1.0], dt)
+    d = jax.jit(jax.vmap(lambda t: jax.jvp(f, (small, s2), (t, zero))[1]))(tangents)
+    assert float(d[0]) == 0.0 and np.isnan(d[1])
+    # a converged solve: the default's derivative; the program holds no callback
+    tol = 1e-8 if dt == jnp.float64 else 1e-4
+    lam = jnp.asarray(1e-2, dt)
+    g = jax.grad(_objective(X, pos, B, ImplicitSolve(tol, None, nan=True)))(lam, s2)
+    ref = jax.grad(_objective(X, pos, B, None))(lam, s2)
+    np.testing.assert_allclose(g, ref, rtol=1e-4 if dt == jnp.float32 else 1e-6)
+    assert _callbacks(jax.grad(f), small, s2) == 0
+
+
 def test_implicit_is_static():
     X, pos, B = _core_data(jnp.float64)
     with pytest.raises(TypeError, match="implicit is static"):
