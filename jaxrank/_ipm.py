@@ -1,6 +1,6 @@
 """The primal-dual interior-point step shared by MIBC's and DOPMID's QPs.
 
-Both QPs (:mod:`jaxrank.mibc_qp`: ``min ½γᵀHγ − 1ᵀγ`` over the box ``0 ≤ γ ≤ 1``;
+Both QPs (`jaxrank/mibc/_qp.py`: ``min ½γᵀHγ − 1ᵀγ`` over the box ``0 ≤ γ ≤ 1``;
 :mod:`jaxrank.dopmid_qp`: ``min ½βᵀQβ − bᵀβ`` over the simplex ``β ≥ 0, 1ᵀβ = T``) are solved
 by Mehrotra's predictor-corrector method (Mehrotra, SIAM J. Optim. 2(4), 1992; Nocedal &
 Wright, *Numerical Optimization*, 2nd ed., §16.6, Algorithm 16.4, with the centring rule of

@@ -17,12 +17,12 @@ from jaxrank import kernels
 from jaxrank.mibc import (
     MIBCModel,
     NegativeMoments,
-    _fit_core,
     default_rho,
     fit_mibc,
     negative_moments,
     solve_dual,
 )
+from jaxrank.mibc._fit import _fit_core
 
 # ------------------------------------------------------------------------------------------
 # Oracles (independent of jaxrank.mibc)

@@ -1,7 +1,7 @@
 """MIBC's summary of the negative class: its mean and a covariance model (seed 002).
 
 Full, diagonal or factor (eq. 11) covariance, made robust as Σ + ρI (eq. 7); the whitening the
-one-class SVM of :mod:`jaxrank.mibc` runs on. Split from :mod:`jaxrank.mibc`, which re-exports
+one-class SVM of :mod:`jaxrank.mibc` runs on. :mod:`jaxrank.mibc` re-exports
 :class:`NegativeMoments`, :func:`negative_moments` and :func:`default_rho`.
 """
 
@@ -142,6 +142,10 @@ class NegativeMoments:
         if self.covariance == "factor":
             out = out + jnp.matmul(self.factors, self.factors.T, precision=_HI)
         return out
+
+
+# named by its public path (pickles, jax.export's serialised name, doctest, the API reference)
+NegativeMoments.__module__ = "jaxrank.mibc"
 
 
 def check_nonneg(value, name: str) -> float:

@@ -1,5 +1,5 @@
 """MIBC's dual box QP (seed 002, problem D): a primal-dual interior-point method with an
-active-set polish, batched over ν. Split from :mod:`jaxrank.mibc`, which re-exports
+active-set polish, batched over ν. :mod:`jaxrank.mibc` re-exports
 :class:`MIBCInfo` and :func:`solve_dual`. The predictor-corrector step it shares with DOPMID's
 QP is :mod:`jaxrank._ipm`; the box's Newton system, certificate and polish are here.
 """
@@ -52,6 +52,10 @@ class MIBCInfo(NamedTuple):
     gap: jax.Array
     iterations: jax.Array
     status: jax.Array
+
+
+# named by its public path (pickles, jax.export's serialised name, doctest, the API reference)
+MIBCInfo.__module__ = "jaxrank.mibc"
 
 
 class _IPM(NamedTuple):
