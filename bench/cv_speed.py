@@ -8,7 +8,7 @@ imports, loads the rows and times ``fit`` alone (import and data loading exclude
   directory (``$XDG_CACHE_HOME``) is new and empty: tracing, lowering and compiling included;
 - ``rankrc-cv`` (warm cache): further processes on that directory (the executables and the
   stored ``jax.export`` programs of the first), median of ``--repeats``;
-- both for each search engine of :mod:`jaxrank._cv` (``SEARCH_ENGINE``: ``"fits"``, one
+- both for each search engine (``RankRCClassifierCV(search_engine=)``: ``"fits"``, one
   :func:`jaxrank.fit` per fold and σ² on threads; ``"core"``, batched calls of the pure core,
   :mod:`jaxrank._cv_core`);
 - ``svc-w``: ``GridSearchCV(SVC(class_weight="balanced"), C = 10^-3 … 10^3 (7), γ =

@@ -1,8 +1,8 @@
 """How RankRCClassifierCV's defaults were chosen: basis floor, σ² factors, rule (issue 18).
 
-``run``: on ``keel_wide.TUNE_SETS`` only (the rest of ``bench/keel_wide.py`` is held out), per
+``run``: on ``_keel.TUNE_SETS`` only (the rest of ``bench/keel_wide.py`` is held out), per
 split (keel_wide's stratified 75/25 split, standardised on the training split), the 5-fold CV
-table of :func:`jaxrank._cv.cv_search` for every basis policy of ``POLICIES`` over σ² =
+table of :func:`jaxrank.internals.cv_search` for every basis policy of ``POLICIES`` over σ² =
 heuristic × ``FACTORS`` and the paper's λ grid, the test AUC of the refit on the whole training
 split for every cell, and SVC-W (``GridSearchCV``, keel_wide's grid) as the reference.
 ``analyse`` scores every candidate default (policies, σ² factors, rule) by the test AUC of the
