@@ -1,7 +1,7 @@
 """The primal-dual interior-point step shared by MIBC's and DOPMID's QPs.
 
 Both QPs (`jaxrank/mibc/_qp.py`: ``min ½γᵀHγ − 1ᵀγ`` over the box ``0 ≤ γ ≤ 1``;
-:mod:`jaxrank.dopmid_qp`: ``min ½βᵀQβ − bᵀβ`` over the simplex ``β ≥ 0, 1ᵀβ = T``) are solved
+`jaxrank/dopmid/_qp.py`: ``min ½βᵀQβ − bᵀβ`` over the simplex ``β ≥ 0, 1ᵀβ = T``) are solved
 by Mehrotra's predictor-corrector method (Mehrotra, SIAM J. Optim. 2(4), 1992; Nocedal &
 Wright, *Numerical Optimization*, 2nd ed., §16.6, Algorithm 16.4, with the centring rule of
 §14.2). Their complementary pairs ``(x_i, z_i)``, ``x_i z_i = μ → 0``, are ``(γ, z)`` and

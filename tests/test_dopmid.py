@@ -13,9 +13,12 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score
 
-from jaxrank import ConvergenceWarning, Status, dopmid_loop, dopmid_oracle, kernels, metrics
+from jaxrank import ConvergenceWarning, Status, kernels, metrics
 from jaxrank import dopmid as dp
 from jaxrank.datasets import make_rare_class
+from jaxrank.dopmid import _fit as dopmid_fit
+from jaxrank.dopmid import _loop as dopmid_loop
+from jaxrank.dopmid import _oracle as dopmid_oracle
 
 # ---------------------------------------------------------------------------------------------
 # oracles (independent of the implementation: explicit enumeration and loops)
@@ -497,7 +500,7 @@ def test_paper_scale_is_the_same_model():
 @pytest.mark.parametrize("line_search", [True, False])
 def test_fit_many_planes_growth_and_pruning(monkeypatch, line_search):
     """A fit that outgrows its first buffer, with aggressive pruning, still stops correctly."""
-    monkeypatch.setattr(dp, "_INITIAL_PLANES", 8)  # grow after 7 planes (8 -> 64 slots)
+    monkeypatch.setattr(dopmid_fit, "_INITIAL_PLANES", 8)  # grow after 7 planes (8 -> 64 slots)
     X, y, pos = data(60, 3, seed=6, n_pos=12)
     tol = 1e-4
     for prune_after in (None, 1):

@@ -1,7 +1,7 @@
 """DOPMID's working-set QP: a primal-dual interior-point method (Mehrotra predictor-corrector)
 with an active-set polish (seed 004; :mod:`jaxrank.dopmid` notes).
 
-Split from :mod:`jaxrank.dopmid`, which re-exports :class:`QPResult` and :func:`solve_qp`. The
+:mod:`jaxrank.dopmid` re-exports :class:`QPResult` and :func:`solve_qp`. The
 predictor-corrector step it shares with MIBC's QP is :mod:`jaxrank._ipm`; the simplex's Newton
 system, the Frank-Wolfe certificate and the polish are here.
 """
@@ -41,7 +41,7 @@ class QPResult(NamedTuple):
 
     Example:
       >>> import jax.numpy as jnp
-      >>> from jaxrank.dopmid_qp import solve_qp
+      >>> from jaxrank.dopmid import solve_qp
       >>> res = solve_qp(jnp.eye(2), jnp.array([1.0, 0.5]), 1.0)  # max bᵀa − ½aᵀGa on C·simplex
       >>> res.alpha.shape, bool(res.converged)
       ((2,), True)
@@ -52,6 +52,10 @@ class QPResult(NamedTuple):
     iterations: jax.Array
     converged: jax.Array
     polished: jax.Array
+
+
+# named by its public path (pickles, jax.export's serialised name, doctest, the API reference)
+QPResult.__module__ = "jaxrank.dopmid"
 
 
 def dot(a, b):

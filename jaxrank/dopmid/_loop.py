@@ -47,8 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank._precision import HIGHEST as _HI
-from jaxrank.dopmid_oracle import most_violated_core
-from jaxrank.dopmid_qp import qp_core
+from jaxrank.dopmid._oracle import most_violated_core
+from jaxrank.dopmid._qp import qp_core
 from jaxrank.solver import Status
 
 __all__ = [
@@ -105,7 +105,7 @@ class DOPMIDInfo(NamedTuple):
         solved that accurately in this dtype), or the QP value stopped increasing;
         ``NONFINITE``.
       gap: ``P − D``, computed without cancellation (module notes of
-        :mod:`jaxrank.dopmid_loop`).
+        ``jaxrank/dopmid/_loop.py``).
 
     Example:
       >>> import jaxrank
@@ -123,6 +123,10 @@ class DOPMIDInfo(NamedTuple):
     dual: jax.Array
     status: jax.Array
     gap: jax.Array
+
+
+# named by its public path (pickles, jax.export's serialised name, doctest, the API reference)
+DOPMIDInfo.__module__ = "jaxrank.dopmid"
 
 
 class LoopConfig(NamedTuple):

@@ -1,37 +1,5 @@
-r"""DOPMID: the 1-slack structural SVM that optimises AM or QM directly (seed 004).
-
-Seed 004 (Cheng, Yang, Zhang 2015) trains a classifier by the 1-slack structural SVM of Joachims
-(2005) with the loss :math:`\Delta = 1 - \mathrm{AM}` (seed eq. 8) or :math:`1 - \mathrm{QM}`
-(eq. 9) of a labelling :math:`\bar y` of the training rows (seed OP1; Joachims 2005 OP 2):
-
-.. math::
-
-  \min_{w,\ \xi \ge 0}\ \tfrac12 \|w\|^2 + C' \xi \quad\text{s.t.}\quad
-  \forall \bar y:\ w^\top[\Psi(X, y) - \Psi(X, \bar y)] \ge \Delta(\bar y, y) - \xi,
-  \qquad \Psi(X, \bar y) = \sum_i c_i\, \bar y_i\, \phi(x_i),
-
-with :math:`\phi(x) = x` (the seed's linear setting), ``(x, b)`` with a bias feature, or a kernel
-feature map, and :math:`C' = nC` on scikit-learn SVC's scale of C (``C_scale="svc"``, the
-default). :func:`fit_dopmid` solves it by cutting planes (seed Algorithm 1) with OCAS's line
-search (:mod:`jaxrank.dopmid_loop`), each working-set QP by an interior-point method
-(:func:`jaxrank.dopmid_qp.solve_qp`) and each most violated labelling exactly
-(:func:`jaxrank.dopmid_oracle.most_violated`), until the duality gap is at most
-:math:`C'\varepsilon`. :class:`DOPMIDModel` predicts :math:`\operatorname{sign}(w^\top\phi(x))`
-and is saved by :mod:`jaxrank.io`.
-
-The formulation (reconstructed: the seed's text lost its formulas), the feature maps, the scale
-of C, the bias, the certificate and status, and the measurements behind the defaults:
-docs/design.md §11.
-
-Example:
-  >>> import jaxrank
-  >>> from jaxrank.dopmid import fit_dopmid
-  >>> X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=0)
-  >>> X = (X - X.mean(0)) / X.std(0)
-  >>> model = fit_dopmid(X, y, 1.0, measure="qm")  # C = 1 on SVC's scale
-  >>> float(jaxrank.metrics.qm(y, model.predict(X))) > 0.5  # training QM
-  True
-"""
+"""DOPMID's model and fit: :class:`DOPMIDModel` and :func:`fit_dopmid` (import them from
+:mod:`jaxrank.dopmid`, whose docstring gives the method: seed 004's 1-slack structural SVM)."""
 
 from __future__ import annotations
 
@@ -53,7 +21,7 @@ from jaxrank._validation import (
     check_positive,
     check_X_y,
 )
-from jaxrank.dopmid_loop import (
+from jaxrank.dopmid._loop import (
     DOPMIDInfo,
     LoopConfig,
     buffer_size,
@@ -61,7 +29,7 @@ from jaxrank.dopmid_loop import (
     resized,
     run_loop,
 )
-from jaxrank.dopmid_oracle import (
+from jaxrank.dopmid._oracle import (
     MostViolated,
     check_feature_map,
     check_measure,
@@ -70,7 +38,7 @@ from jaxrank.dopmid_oracle import (
     most_violated,
     structured_loss,
 )
-from jaxrank.dopmid_qp import QPResult, solve_qp
+from jaxrank.dopmid._qp import QPResult, solve_qp
 from jaxrank.model import score_input, warn_stopped
 from jaxrank.solver import Status
 
@@ -173,6 +141,11 @@ class DOPMIDModel:
           True
         """
         _io.save(self, path)
+
+
+# named by its public path, as before the move into this module: pickles and jax.export's
+# serialised name stay jaxrank.dopmid.DOPMIDModel; doctest and the API reference find it there
+DOPMIDModel.__module__ = "jaxrank.dopmid"
 
 
 def _check_int(value, name: str, minimum: int) -> int:
@@ -323,7 +296,7 @@ def fit_dopmid(
         )
 
     Xd = jnp.asarray(X, dt)
-    if kern is None:  # Φ = [X, b]: the model is w itself (dopmid_loop notes)
+    if kern is None:  # Φ = [X, b]: the model is w itself (_loop's notes)
         F = jnp.concatenate([Xd, jnp.full((n, 1), bias, dt)], axis=1) if bias > 0 else Xd
     else:
         _kernels.check_memory(n * n * dt.itemsize, memory_budget, f"the kernel matrix ({n} x {n})")
@@ -546,3 +519,6 @@ def _info_items(model: DOPMIDModel):
 
 
 _io.register_model("DOPMIDModel", DOPMIDModel, _to_arrays, _from_arrays)
+# its info by name: the annotation does not resolve while jaxrank.dopmid, the module the class
+# names, is still importing
+_io.register_export(DOPMIDInfo)

@@ -1,7 +1,7 @@
 """DOPMID's structural loss and most violated labelling, by sorting (AM) or a table (QM)
 (seed 004; the reconstruction of its formulas: docs/design.md §11).
 
-Split from :mod:`jaxrank.dopmid`, which re-exports :func:`structured_loss`,
+:mod:`jaxrank.dopmid` re-exports :func:`structured_loss`,
 :class:`MostViolated` and :func:`most_violated`.
 """
 
@@ -107,7 +107,7 @@ class MostViolated(NamedTuple):
 
     Example:
       >>> import jax.numpy as jnp
-      >>> from jaxrank.dopmid_oracle import most_violated
+      >>> from jaxrank.dopmid import most_violated
       >>> y = jnp.array([1, -1, -1, -1])
       >>> mv = most_violated(jnp.array([0.5, 0.2, -1.0, 0.9]), y, measure="am")
       >>> mv.labels.shape, bool(mv.violation >= 0)
@@ -117,6 +117,10 @@ class MostViolated(NamedTuple):
     labels: jax.Array
     violation: jax.Array
     loss: jax.Array
+
+
+# named by its public path (pickles, jax.export's serialised name, doctest, the API reference)
+MostViolated.__module__ = "jaxrank.dopmid"
 
 
 def check_scale(C_scale) -> str:
