@@ -38,7 +38,6 @@ import jax
 from jaxrank import (
     _buckets,
     _cache,
-    _cli_common,
     _cv,
     _exported,
     _fitting,
@@ -46,6 +45,7 @@ from jaxrank import (
     distributed,
     multilevel,
 )
+from jaxrank.cli import _common as _cli_common
 from jaxrank.objective import objective_closures
 
 __all__ = [

@@ -310,7 +310,8 @@ def test_cli_fits_saves_loads_and_scores_a_binary_aware_model(tmp_path, capsys):
     ``--kernel binary`` its model is the binary-aware Gaussian (an ARD kernel), saved, loaded
     and scored like any other, equal to jaxrank.fit with the same kernel on the same
     standardised rows."""
-    from jaxrank import _cli_modelfile, cli
+    from jaxrank import cli
+    from jaxrank.cli import _modelfile as _cli_modelfile
 
     rng = np.random.default_rng(0)
     m = 240

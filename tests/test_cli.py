@@ -18,8 +18,13 @@ import numpy as np
 import pytest
 
 import jaxrank
-from jaxrank import _cli_common, _cli_fit, _cli_modelfile, _io_data, cli, datasets, metrics
+from jaxrank import _io_data, cli, datasets, metrics
 from jaxrank import io as model_io
+from jaxrank.cli import _commands as cli_commands
+from jaxrank.cli import _common as _cli_common
+from jaxrank.cli import _fit as _cli_fit
+from jaxrank.cli import _main as cli_main
+from jaxrank.cli import _modelfile as _cli_modelfile
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = 2.0 ** np.array([-10.0, -6.0, -2.0])
@@ -559,7 +564,9 @@ def test_bench_errors(tmp_path, capsys, monkeypatch):
     assert cli.main(["bench"]) == 0
     assert "core" in capsys.readouterr().out
     # an installed wheel has no bench/ next to the package, and the cwd has none either
-    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "jaxrank" / "cli.py"))
+    monkeypatch.setattr(
+        cli_commands, "__file__", str(tmp_path / "site" / "jaxrank" / "cli" / "_commands.py")
+    )
     monkeypatch.chdir(tmp_path)
     err = _error(["bench", "core"], capsys)
     assert "no bench/ directory found" in err and "source repository" in err
@@ -595,7 +602,7 @@ def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
 
 
 def test_bare_command_prints_help_and_runs_nothing(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "demo", lambda **kw: pytest.fail("a bare jaxrank ran the demo"))
+    monkeypatch.setattr(cli_main, "demo", lambda **kw: pytest.fail("a bare jaxrank ran the demo"))
     assert cli.main([]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("usage: jaxrank") and err == ""
@@ -634,7 +641,7 @@ def test_warnings_print_as_one_line_and_the_hook_is_restored(capsys, monkeypatch
                       stacklevel=1)  # fmt: skip
         print("trial 1")
 
-    monkeypatch.setattr(cli, "demo", noisy_demo)
+    monkeypatch.setattr(cli_main, "demo", noisy_demo)
     hook = warnings.showwarning
     with warnings.catch_warnings():
         warnings.simplefilter("always")

@@ -170,7 +170,7 @@ def test_killed_process_stops_the_others(tmp_path):
 @pytest.mark.slow
 def test_cli_fit_reads_one_shard_per_process(tmp_path):
     import jaxrank
-    from jaxrank._cli_modelfile import load_model_file
+    from jaxrank.cli._modelfile import load_model_file
 
     X, y = jaxrank.datasets.make_rare_class(300, 0.1, 0.75, seed=4)
     head = ",".join([f"f{i}" for i in range(X.shape[1])] + ["y"])

@@ -17,7 +17,7 @@ import jaxrank
 MODULES = sorted(
     m.name
     for m in pkgutil.walk_packages(jaxrank.__path__, "jaxrank.")
-    if m.name != "jaxrank.__main__"
+    if not m.name.endswith(".__main__")  # python -m jaxrank, python -m jaxrank.cli
 )
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

@@ -562,7 +562,7 @@ def test_cli_predict(files, capsys):
 
 def test_cli_model_file_scaling_named(files, capsys, tmp_path):
     """A model file whose scaling mean is 1e300 (valid checksum): the model file is named."""
-    from jaxrank._cli_modelfile import checksum
+    from jaxrank.cli._modelfile import checksum
 
     model = files / "m.npz"
     if not model.exists():

@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxrank._cli_common import (
+from jaxrank.bases import MAJORITY_BASIS_WARNING, majority_basis
+from jaxrank.cli._common import (
     PAPER_LOG2_GRID,
     Progress,
     check_grid_dtype,
@@ -21,8 +22,7 @@ from jaxrank._cli_common import (
     same_file,
     standardizer,
 )
-from jaxrank._cli_modelfile import ModelFile, save_model_file
-from jaxrank.bases import MAJORITY_BASIS_WARNING, majority_basis
+from jaxrank.cli._modelfile import ModelFile, save_model_file
 
 __all__ = ["Selection", "best_index", "cmd_fit", "holdout", "labelled", "read_like", "select_cv",
            "select_holdout", "select_validation"]  # fmt: skip

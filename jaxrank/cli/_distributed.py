@@ -18,9 +18,9 @@ import sys
 
 import numpy as np
 
-from jaxrank._cli_common import PAPER_LOG2_GRID, fmt_lam, label_keys, standardizer
-from jaxrank._cli_modelfile import ModelFile, save_model_file
 from jaxrank._validation import check_binary_labels
+from jaxrank.cli._common import PAPER_LOG2_GRID, fmt_lam, label_keys, standardizer
+from jaxrank.cli._modelfile import ModelFile, save_model_file
 
 __all__ = ["cmd_fit_distributed", "shard_files", "wants_distributed"]
 
@@ -56,7 +56,7 @@ def shard_files(spec: str, n_processes: int, process: int) -> list[str]:
 def _moments_standardizer(X: np.ndarray):
     """Mean and population standard deviation of every process's rows (Chan et al.'s update of
     per-process counts, means and centred sums of squares), scaled by
-    :func:`jaxrank._cli_common.standardizer` (its rule for constant columns) as on all rows."""
+    :func:`jaxrank.cli._common.standardizer` (its rule for constant columns) as on all rows."""
     from jaxrank.distributed import gather_rows
 
     n = X.shape[0]
