@@ -65,9 +65,11 @@ def _serialisable() -> bool:
 @functools.cache
 def _code_version() -> str:
     # the package's own source: a stored program is only valid for the code that traced it
+    # (subpackages included: jaxrank.mibc/, jaxrank.cli/, ... hold code too)
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode())
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 

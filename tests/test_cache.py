@@ -307,6 +307,25 @@ def test_bound_compiled_programs_drops_the_stored_export_programs(
     assert int(np.ravel(again.info.status)[0]) == 0
 
 
+def test_stored_programs_follow_the_code_of_subpackages_too(tmp_path, monkeypatch):
+    # a stored program is valid only for the code that traced it: an edit anywhere in the
+    # package, a subpackage's module included (jaxrank/mibc/_fit.py, ...), gives a new key
+    from jaxrank import _exported
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub" / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(_exported, "__file__", str(tmp_path / "_exported.py"))
+    versions = []
+    for edit in (None, tmp_path / "sub" / "a.py", tmp_path / "a.py"):
+        if edit is not None:
+            edit.write_text("x = 2\n")
+        _exported._code_version.cache_clear()
+        versions.append(_exported._code_version())
+    _exported._code_version.cache_clear()
+    assert len(set(versions)) == 3
+
+
 def test_exported_program_is_made_once_for_concurrent_callers(
     tmp_path, restore_jax_cache_config, monkeypatch
 ):
