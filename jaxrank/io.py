@@ -25,6 +25,15 @@ the file lacks, and field values no fitter would produce (:func:`check_fitted_fi
 checksum proves integrity, not authorship. Nothing in the file is ever unpickled or imported
 by name: model types and kernels are looked up in registries.
 
+A format built on this one carries its own fields beside the model as a declared
+:class:`Extension`: the same archive, metadata, manifest and :func:`checksum`, written by the one
+writer (:func:`save` with ``extension=``) and read by the one reader (:func:`read_contents`);
+the file's ``format`` and ``format_version`` are the extension's (so :func:`load`, which
+reads plain model files, refuses it with a pointer to its reader), its fields sit under
+``"extension"`` in the metadata and its arrays are members ``extension.NAME``. The command
+line's model file (``jaxrank-cli-model`` version 2: the standardisation, labels and λ
+selection record, :mod:`jaxrank.cli`) is the one such format today.
+
 Other model types join through :func:`register_model` with two functions: ``to_arrays(model)``
 gives a flat ``{name: value}`` dict of the model's fields and ``from_arrays(fields)`` rebuilds
 the model from the same dict. A value is an array (numpy or JAX; restored as the same kind,
@@ -32,9 +41,10 @@ same dtype), a JSON scalar (``None``, ``bool``, ``int``, ``float``, ``str``; res
 Python floats round-trip through their shortest ``repr``), or a kernel registered with
 :func:`register_kernel` (the four jaxrank kernels are).
 
-One idea at ~880 lines, on purpose: the file format, i.e. its writer, its reader (a hardened
-parser of an untrusted file: a stored-only zip whose every size is checked before anything is
-read, never numpy's pickle-capable loader) and the field checks a loaded model must pass. The
+One idea at ~1,400 lines, on purpose: the file format (and its extensions), i.e. its writer,
+its reader (a hardened parser of an untrusted file: a stored-only zip whose every size is
+checked before anything is read, never numpy's pickle-capable loader) and the field checks a
+loaded model must pass. The
 three share the format's constants and are reviewed together for safety; split, a change to
 one could silently loosen another.
 
@@ -471,7 +481,45 @@ def _text_array(text: str) -> np.ndarray:
     return np.frombuffer(text.encode(), dtype=np.uint8)
 
 
-def save(model, path) -> None:
+class Extension(NamedTuple):
+    """Fields a file format built on the model file carries beside the model (a declared extension).
+
+    :func:`save` with ``extension=`` writes ``format`` and ``version`` as the file's format
+    name and version (in place of :data:`FORMAT_NAME` and :data:`FORMAT_VERSION`, so that
+    :func:`load`, which reads plain model files only, refuses the file instead of returning a
+    model without its extension), the fields under ``"extension"`` in the metadata and their
+    arrays as members named ``extension.NAME``, all sealed by the one :func:`checksum`.
+    :func:`read_contents` reads such a file, :func:`build_model` and :func:`extension_fields`
+    take it apart. ``jaxrank fit``'s model file (``jaxrank-cli-model`` version 2,
+    :mod:`jaxrank.cli`) is one.
+
+    Attributes:
+      format: the file's format name (not :data:`FORMAT_NAME`).
+      version: its version, an ``int`` >= 1.
+      fields: ``{name: value}``, values as a model's fields (module notes).
+
+    Example:
+      >>> import io as _io, numpy as np, jaxrank
+      >>> from jaxrank.io import Extension, extension_fields, read_contents, save
+      >>> X, y = jaxrank.datasets.make_rare_class(100, 0.2, 0.75, seed=0)
+      >>> buf = _io.BytesIO()
+      >>> save(jaxrank.fit_rankrc(X, y, 0.5), buf,
+      ...      extension=Extension("doc-format", 1, {"mean": np.zeros(5), "note": "hi"}))
+      >>> contents = read_contents(buf.getvalue(), "a buffer", {"doc-format": (1,)})
+      >>> extension_fields(contents)["note"], contents.version
+      ('hi', 1)
+    """
+
+    format: str
+    version: int
+    fields: dict[str, Any]
+
+
+#: Prefix of the member names of an :class:`Extension`'s arrays.
+EXTENSION_PREFIX = "extension."
+
+
+def save(model, path, *, extension: Extension | None = None) -> None:
     """Write ``model`` to ``path`` as a checksummed ``.npz`` file (format in the module notes).
 
     The file is written to a temporary file in the same folder and moved into place, so an
@@ -484,10 +532,14 @@ def save(model, path) -> None:
       model: a model of a registered type (:class:`~jaxrank.RankModel` and any type added by
         :func:`register_model`).
       path: a file name (``str`` or ``os.PathLike``) or a writable binary file object.
+      extension: extra fields for a format built on this one (:class:`Extension`); the file
+        is then read by :func:`read_contents`, not :func:`load`.
 
     Raises:
       TypeError: ``model`` is not of a registered type, or holds a field that cannot be saved.
-      ValueError: a field has an unsupported dtype or name; ``path`` is not a regular file.
+      ValueError: a field has an unsupported dtype or name; the metadata would exceed
+        :data:`META_MAX_BYTES` (a file :func:`load` would refuse); ``path`` is not a regular
+        file.
       OSError: ``path`` cannot be written (a directory, a missing or read-only folder, a full
         disk); the message names ``path``.
 
@@ -513,16 +565,36 @@ def save(model, path) -> None:
     for name, value in codec.to_arrays(model).items():
         _check_name(name)
         fields[name] = _encode(value, name, arrays)
-    meta = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION}
+    if extension is not None:
+        fmt, version, extra = extension
+        if not isinstance(fmt, str) or not fmt or fmt == FORMAT_NAME:
+            raise ValueError(f"an extension's format must be a name other than {FORMAT_NAME!r}.")
+        if type(version) is not int or version < 1:
+            raise ValueError(f"an extension's version must be an int >= 1, got {version!r}.")
+        ext, ext_arrays = {}, {}
+        for name, value in extra.items():
+            _check_name(name)
+            ext[name] = _encode(value, EXTENSION_PREFIX + name, ext_arrays)
+        clash = sorted(set(arrays) & set(ext_arrays))
+        if clash:
+            raise ValueError(f"the model's array {clash[0]!r} collides with the extension's.")
+        arrays |= ext_arrays
+        meta = {"format": fmt, "format_version": version, "extension": ext}
+    meta |= {
         "model_type": type_name,
         "fields": fields,
         "arrays": {k: {"dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()},
         "jaxrank_version": __version__,
     }
+    blob = _canonical_json(meta)
+    if len(blob) + 128 > META_MAX_BYTES:  # 128: the .npy header of the record
+        raise ValueError(
+            f"cannot save: the metadata would take {len(blob)} bytes, more than the "
+            f"{META_MAX_BYTES} a reader accepts (store long values as arrays)."
+        )
     members = {name: arrays[name] for name in sorted(arrays)}
-    members[_META] = _text_array(_canonical_json(meta).decode())
+    members[_META] = _text_array(blob.decode())
     members[_SHA] = _text_array(checksum(meta, arrays))
     buf = _stdio.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
@@ -907,9 +979,58 @@ def load_bytes(raw: bytes, what: str):
       ...     print("a buffer" in str(err))
       True
     """
-    ar = Archive(raw, what)
+    return build_model(read_contents(raw, what, {FORMAT_NAME: (FORMAT_VERSION,)}))
+
+
+class Contents(NamedTuple):
+    """A model file read and verified (:func:`read_contents`), its model not yet built.
+
+    Attributes:
+      what: how messages name the file.
+      format, version: the file's format name and version.
+      meta: the metadata (JSON).
+      arrays: every array the manifest lists, by member name, in its saved dtype.
+    """
+
+    what: str
+    format: str
+    version: int
+    meta: dict
+    arrays: dict[str, np.ndarray]
+
+
+def _versions_text(versions) -> str:
+    v = [str(x) for x in sorted(versions)]
+    return f"version {v[0]}" if len(v) == 1 else f"versions {', '.join(v[:-1])} and {v[-1]}"
+
+
+def read_contents(
+    raw: bytes, what: str, formats: dict[str, tuple[int, ...]], kind: str = "a jaxrank model file"
+) -> Contents:
+    """The one reader of model files: the archive, the metadata, the manifest and the checksum.
+
+    Reads a plain model file (:data:`FORMAT_NAME`) or one carrying an :class:`Extension`,
+    checking in this order (each failure a ``ValueError`` naming ``what``): the zip directory
+    (:class:`Archive`), the ``__meta__`` record (at most :data:`META_MAX_BYTES`, JSON), the
+    format name and version against ``formats`` (``{name: versions read}``), the metadata's
+    keys (an ``"extension"`` record exactly when the format is not :data:`FORMAT_NAME`), the
+    manifest, every member's size and ``.npy`` header against it, then the checksum over the
+    metadata and every array. Nothing is built yet: :func:`build_model` builds the model (and
+    checks its fields), :func:`extension_fields` decodes the extension's.
+
+    Example:
+      >>> import io as _io, jaxrank
+      >>> from jaxrank.io import FORMAT_NAME, build_model, read_contents, save
+      >>> X, y = jaxrank.datasets.make_rare_class(100, 0.2, 0.75, seed=0)
+      >>> buf = _io.BytesIO()
+      >>> save(jaxrank.fit_rankrc(X, y, 0.5), buf)
+      >>> contents = read_contents(buf.getvalue(), "a buffer", {FORMAT_NAME: (1,)})
+      >>> type(build_model(contents)).__name__
+      'RankModel'
+    """
+    ar = Archive(raw, what, kind)
     if _META not in ar.members:
-        raise ValueError(f"{what} is not a jaxrank model file: it has no {_META!r} record.")
+        raise ValueError(f"{what} is not {kind}: it has no {_META!r} record.")
     meta_arr = ar.read(
         _META,
         limit=META_MAX_BYTES,
@@ -921,21 +1042,32 @@ def load_bytes(raw: bytes, what: str):
             raise ValueError("not a JSON object")
     except Exception as err:  # JSONDecodeError, UnicodeDecodeError, RecursionError: all damage
         raise ValueError(f"{what} has corrupt metadata ({brief(err)}).") from None
-    if meta.get("format") != FORMAT_NAME:
-        raise ValueError(
-            f"{what} is not a jaxrank model file: format is {meta.get('format')!r}, "
-            f"expected {FORMAT_NAME!r}."
-        )
+    fmt = meta.get("format")
+    if not isinstance(fmt, str) or fmt not in formats:
+        expected = " or ".join(repr(f) for f in formats)
+        hint = ""
+        if isinstance(fmt, str) and "extension" in meta and list(formats) == [FORMAT_NAME]:
+            hint = (
+                " It is a model with the extension fields of that format: read it with that "
+                "format's reader (jaxrank.cli.load_model_file reads 'jaxrank-cli-model', the "
+                "files 'jaxrank fit' writes)."
+            )
+        raise ValueError(f"{what} is not {kind}: format is {fmt!r}, expected {expected}.{hint}")
     version = meta.get("format_version")
-    if type(version) is not int or version != FORMAT_VERSION:
-        newer = type(version) is int and version > FORMAT_VERSION
+    versions = formats[fmt]
+    if type(version) is not int or version not in versions:
+        newer = type(version) is int and version > max(versions)
         raise ValueError(
-            f"{what} has unknown format version {version!r}; this jaxrank reads version "
-            f"{FORMAT_VERSION}" + (": upgrade jaxrank." if newer else " only.")
+            f"{what} has unknown format version {version!r}; this jaxrank reads "
+            f"{_versions_text(versions)}" + (": upgrade jaxrank." if newer else " only.")
         )
     for key in ("model_type", "fields", "arrays"):
         if key not in meta:
             raise ValueError(f"{what} has corrupt metadata: missing field {key!r}.")
+    if ("extension" in meta) != (fmt != FORMAT_NAME) or not isinstance(
+        meta.get("extension", {}), dict
+    ):
+        raise ValueError(f"{what} has corrupt metadata: malformed extension record.")
     manifest = meta["arrays"]
     _check_manifest(manifest, what)
     if not isinstance(meta["fields"], dict) or not isinstance(meta["model_type"], str):
@@ -967,7 +1099,26 @@ def load_bytes(raw: bytes, what: str):
             f"{what} fails its checksum: the file was altered or corrupted (stored sha256 "
             f"{stored[:16]}..., content hashes to {actual[:16]}...)."
         )
+    return Contents(what, fmt, version, meta, arrays)
 
+
+def build_model(contents: Contents):
+    """The model of a verified file (:func:`read_contents`), its fields checked as a fit's.
+
+    Raises:
+      ValueError: an unknown model type or kernel, a missing field, an invalid model, or
+        float64 arrays while x64 is off (messages name the file).
+
+    Example:
+      >>> import io as _io, jaxrank
+      >>> from jaxrank.io import FORMAT_NAME, build_model, read_contents, save
+      >>> X, y = jaxrank.datasets.make_rare_class(100, 0.2, 0.75, seed=0)
+      >>> buf = _io.BytesIO()
+      >>> save(jaxrank.fit_rankrc(X, y, 0.5), buf)
+      >>> build_model(read_contents(buf.getvalue(), "a buffer", {FORMAT_NAME: (1,)})).coef.shape
+      (20,)
+    """
+    what, meta, arrays = contents.what, contents.meta, contents.arrays
     codec = _MODELS.get(meta["model_type"])
     if codec is None:
         raise ValueError(
@@ -985,6 +1136,33 @@ def load_bytes(raw: bytes, what: str):
         raise ValueError(f"{what}: {err}") from None
     except TypeError as err:  # a field of the wrong kind reaching a constructor
         raise ValueError(f"{what} holds an invalid {meta['model_type']} ({err}).") from None
+
+
+def extension_fields(contents: Contents) -> dict[str, Any]:
+    """The :class:`Extension` fields of a verified file, decoded (arrays as numpy arrays).
+
+    Only the container's rules apply (each field a JSON scalar, a manifest array or a
+    registered kernel): the values are the extension's reader's to check.
+
+    Raises:
+      ValueError: the file has no extension, or a field is malformed (naming the file).
+
+    Example:
+      >>> import io as _io, jaxrank
+      >>> from jaxrank.io import Extension, extension_fields, read_contents, save
+      >>> X, y = jaxrank.datasets.make_rare_class(100, 0.2, 0.75, seed=0)
+      >>> buf = _io.BytesIO()
+      >>> save(jaxrank.fit_rankrc(X, y, 0.5), buf, extension=Extension("doc", 3, {"k": None}))
+      >>> extension_fields(read_contents(buf.getvalue(), "a buffer", {"doc": (3,)}))
+      {'k': None}
+    """
+    ext = contents.meta.get("extension")
+    if not isinstance(ext, dict):
+        raise ValueError(f"{contents.what} has no extension record.")
+    try:
+        return {k: _decode(v, contents.arrays, f"extension.{k}") for k, v in ext.items()}
+    except ValueError as err:
+        raise ValueError(f"{contents.what}: {err}") from None
 
 
 # --------------------------------------------------------------------------------------------

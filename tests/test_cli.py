@@ -304,21 +304,57 @@ def test_model_file_round_trip_and_checksum(files, one_model, capsys, tmp_path):
     np.testing.assert_array_equal(back.model.coef, mf.model.coef)
     np.testing.assert_array_equal(back.model.basis, mf.model.basis)
     assert back.model.kernel == mf.model.kernel and back.model.info == mf.model.info
-    # a flipped coefficient is caught by the checksum
+    # version 2 is jaxrank.io's container: its format and version in the metadata, the one
+    # checksum; jaxrank.load refuses it (the ranker scores standardised rows) and names the reader
+    from _modelfiles import members, meta_of
+
+    meta = meta_of(members((tmp_path / "copy.npz").read_bytes()))
+    assert (meta["format"], meta["format_version"]) == ("jaxrank-cli-model", 2)
+    assert meta["model_type"] == "RankModel" and "mean" in meta["extension"]
+    with pytest.raises(ValueError, match=r"jaxrank\.cli\.load_model_file"):
+        model_io.load(tmp_path / "copy.npz")
+    # a flipped standardisation mean is caught by the checksum
     with np.load(tmp_path / "copy.npz") as z:
         arrays = dict(z)
-    arrays["mean"] = arrays["mean"] + 1e-3
+    arrays["extension.mean"] = arrays["extension.mean"] + 1e-3
     np.savez(tmp_path / "bad.npz", **arrays)
     code, out, err = _run(["predict", tmp_path / "bad.npz", d / "test.csv"], capsys)
     assert code == 2 and out == "" and "checksum" in err and err.count("\n") == 1
     with pytest.raises(ValueError, match="checksum"):
         cli.load_model_file(tmp_path / "bad.npz")
-    # the ranker inside is a jaxrank.io file; a bare one is refused by predict with a reason
-    (tmp_path / "bare.npz").write_bytes(arrays["model"].tobytes())
+    # a bare jaxrank.io file of the ranker is refused by predict with a reason
+    model_io.save(mf.model, tmp_path / "bare.npz")
     bare = model_io.load(tmp_path / "bare.npz")
     np.testing.assert_array_equal(bare.coef, mf.model.coef)
     code, out, err = _run(["predict", tmp_path / "bare.npz", d / "test.csv"], capsys)
     assert code == 2 and out == "" and "bare jaxrank.io model" in err
+
+
+def test_version_1_model_files_still_load(files, one_model, capsys, tmp_path):
+    """A version-1 file (the layout written before version 2, its own checksum) loads through
+    the legacy reader: the same model, the same scores; saving it again writes version 2."""
+    from _modelfiles import legacy_cli_file, members, meta_of
+
+    d = files["dir"]
+    mf = cli.load_model_file(one_model)
+    (tmp_path / "v1.npz").write_bytes(legacy_cli_file(mf))
+    old = cli.load_model_file(tmp_path / "v1.npz")
+    for name in ("mean", "scale", "grid", "score", "score_se"):
+        np.testing.assert_array_equal(getattr(old, name), getattr(mf, name))
+    for name in ("feature_names", "target", "positive_label", "classes", "input_format",
+                 "zero_based", "selection"):  # fmt: skip
+        assert getattr(old, name) == getattr(mf, name), name
+    np.testing.assert_array_equal(old.model.coef, mf.model.coef)
+    assert old.model.kernel == mf.model.kernel and old.model.info == mf.model.info
+    want = _predict(one_model, d / "test.csv", capsys, "--target", "label")
+    np.testing.assert_array_equal(
+        _predict(tmp_path / "v1.npz", d / "test.csv", capsys, "--target", "label"), want
+    )
+    cli.save_model_file(tmp_path / "v2.npz", old)
+    assert meta_of(members((tmp_path / "v2.npz").read_bytes()))["format_version"] == 2
+    np.testing.assert_array_equal(
+        _predict(tmp_path / "v2.npz", d / "test.csv", capsys, "--target", "label"), want
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -731,7 +767,7 @@ def _arrays(path) -> dict:
 
 
 def _inner(arrays, edit) -> np.ndarray:
-    """The embedded jaxrank.io ranker with its metadata edited and a fresh checksum."""
+    """The embedded jaxrank.io ranker of a version-1 file, its metadata edited, a fresh checksum."""
     from _modelfiles import members, meta_of, rebuild
 
     parts = members(arrays["model"].tobytes())
@@ -747,10 +783,95 @@ def _sigma2(value):
     return edit
 
 
-TAMPERED = {  # field -> (new value, message); each written with a fresh, matching checksum
-    "version 0": ("version", np.array(0), "version 0; this jaxrank reads version 1 only"),
-    "version -7": ("version", np.array(-7), "version -7; this jaxrank reads version 1 only"),
-    "version 2": ("version", np.array(2), "version 2; this jaxrank reads version 1 only: upgrade"),
+def _meta(**changes):
+    """An edit of a version-2 file's metadata: top-level keys set (``None``: removed)."""
+
+    def edit(parts, meta):
+        for key, value in changes.items():
+            if value is None:
+                del meta[key]
+            else:
+                meta[key] = value
+
+    return edit
+
+
+def _ranker(value):
+    """An edit of a version-2 file: the ranker's σ² (its fields sit beside the extension's)."""
+
+    def edit(parts, meta):
+        _sigma2(value)(meta)
+
+    return edit
+
+
+def _drop_extension_field(name):
+    def edit(parts, meta):
+        del meta["extension"][name]
+
+    return edit
+
+
+def _add_extension_field(name, value):
+    def edit(parts, meta):
+        meta["extension"][name] = {"value": value}
+
+    return edit
+
+
+READS = "this jaxrank reads versions 1 and 2"
+
+
+def _tampered_v2():
+    from _modelfiles import set_extension as ext
+
+    return {  # case -> (edit, message); each written with a fresh, matching checksum
+        "version 0": (_meta(format_version=0), f"version 0; {READS} only"),
+        "version -7": (_meta(format_version=-7), f"version -7; {READS} only"),
+        "version 3": (_meta(format_version=3), f"version 3; {READS}: upgrade"),
+        "version 1 in version 2's layout": (_meta(format_version=1), "says version 1 in the lay"),
+        "another format": (_meta(format="other-program"), "format is 'other-program'"),
+        "extension record removed": (_meta(extension=None), "malformed extension record"),
+        "negative scale": (ext("scale", -np.ones(5)), "scale is not 5 finite numbers > 0"),
+        "NaN mean": (ext("mean", np.full(5, np.nan)), "mean is empty or not finite"),
+        "mean a string": (ext("mean", "0"), "mean is str '0'"),
+        "one class twice": (ext("classes", ["1", "1"]), "classes are not two distinct labels"),
+        "classes not JSON": (ext("classes", np.frombuffer(b"\xff[", np.uint8)), "not a JSON list"),
+        "classes numbers": (ext("classes", [-1, 1]), "classes is not a JSON list of strings"),
+        "rare class unknown": (ext("positive_label", "yes"), "rare class 'yes' is not one"),
+        "input format": (ext("input_format", "xml"), "input_format is 'xml'"),
+        "model dtype": (ext("model_dtype", "int8"), "model_dtype is 'int8'"),
+        "model dtype disagrees": (ext("model_dtype", "float32"), "disagrees with the file"),
+        "negative grid": (ext("grid", -np.ones(1)), "grid is empty or not finite and > 0"),
+        "feature names": (ext("feature_names", ["a", "b"]), "not 5 distinct names"),
+        "zero_based": (ext("zero_based", 7), "zero_based is int 7"),
+        "selection": (ext("selection", "magic"), "selection is 'magic'"),
+        "selection missing": (_drop_extension_field("selection"), "lacks 'selection'"),
+        "unknown field": (_add_extension_field("extra", 1), "holds an unknown record 'extra'"),
+        "object labels pickled": (ext("classes", np.array(["-1", "1"], object)), "not a plain"),
+        "ranker sigma2 = -1": (_ranker(-1.0), "sigma2 must be finite and > 0, got -1.0"),
+        "ranker sigma2 a string": (_ranker("1"), "sigma2 must be finite and > 0, got '1'"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(_tampered_v2()))
+def test_tampered_model_file_is_exit_2_naming_the_file(case, one_model, capsys, tmp_path, files):
+    from _modelfiles import edit_cli_file
+
+    edit, message = _tampered_v2()[case]
+    bad = tmp_path / "tampered.npz"
+    bad.write_bytes(edit_cli_file(one_model.read_bytes(), edit))
+    err = _error(["predict", bad, files["dir"] / "test.csv"], capsys)
+    assert message in err and str(bad) in err and "np.str_" not in err, err
+    with pytest.raises(ValueError, match=r"tampered\.npz"):
+        cli.load_model_file(bad)
+
+
+LEGACY_TAMPERED = {  # version-1 files: field -> (new value, message), a fresh legacy checksum
+    "version 0": ("version", np.array(0), f"version 0; {READS} only"),
+    "version -7": ("version", np.array(-7), f"version -7; {READS} only"),
+    "version 2": ("version", np.array(2), f"version 2; {READS} only, version 1 in this layout"),
+    "version 3": ("version", np.array(3), f"version 3; {READS}: upgrade"),
     "another format": ("format", np.array("other-program"), "its format is 'other-program'"),
     "negative scale": ("scale", -np.ones(5), "scale is not 5 finite numbers > 0"),
     "NaN mean": ("mean", np.full(5, np.nan), "mean is empty or not finite"),
@@ -766,15 +887,20 @@ TAMPERED = {  # field -> (new value, message); each written with a fresh, matchi
     "object labels pickled": ("classes", np.array(["-1", "1"], dtype=object), "not a plain"),
     "inner sigma2 = -1": ("model", _sigma2(-1.0), "sigma2 must be finite and > 0, got -1.0"),
     "inner sigma2 a string": ("model", _sigma2("1"), "sigma2 must be finite and > 0, got '1'"),
-}
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", list(TAMPERED))
-def test_tampered_model_file_is_exit_2_naming_the_file(case, one_model, capsys, tmp_path, files):
-    name, value, message = TAMPERED[case]
-    arrays = _arrays(one_model)
+@pytest.mark.parametrize("case", list(LEGACY_TAMPERED))
+def test_tampered_version_1_file_is_exit_2_naming_the_file(
+    case, one_model, capsys, tmp_path, files
+):
+    from _modelfiles import legacy_cli_file
+
+    name, value, message = LEGACY_TAMPERED[case]
+    (tmp_path / "v1.npz").write_bytes(legacy_cli_file(cli.load_model_file(one_model)))
+    arrays = _arrays(tmp_path / "v1.npz")
     arrays[name] = _inner(arrays, value) if name == "model" else value
-    arrays["checksum"] = np.array(_cli_modelfile.checksum(arrays))
+    arrays["checksum"] = np.array(_cli_modelfile.legacy_checksum(arrays))
     bad = tmp_path / "tampered.npz"
     np.savez(bad, **arrays)
     err = _error(["predict", bad, files["dir"] / "test.csv"], capsys)

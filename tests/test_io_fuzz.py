@@ -117,11 +117,21 @@ def cli_model(data, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def saved(cli_model, data):
-    """``(bytes, scores)`` of the jaxrank.io file inside the CLI model file (no second fit)."""
-    with np.load(stdio.BytesIO(cli_model[1]), allow_pickle=False) as z:
-        blob = z["model"].tobytes()
-    model = model_io.load(stdio.BytesIO(blob))
-    return blob, np.asarray(model.decision_function(data[0]))
+    """``(bytes, scores)`` of a jaxrank.io file of the CLI model file's ranker (no second fit)."""
+    tmp, _ = cli_model
+    model = cli.load_model_file(tmp / "model.npz").model
+    buf = stdio.BytesIO()
+    model_io.save(model, buf)
+    return buf.getvalue(), np.asarray(model.decision_function(data[0]))
+
+
+@pytest.fixture(scope="module")
+def cli_model_v1(cli_model):
+    """``(folder, bytes)`` of the same model as a version-1 file (read by the legacy reader)."""
+    from _modelfiles import legacy_cli_file
+
+    tmp, _ = cli_model
+    return tmp, legacy_cli_file(cli.load_model_file(tmp / "model.npz"))
 
 
 def outcomes_io(blob: bytes, X, want: np.ndarray, *, exhaustive: bool = False) -> Counter:
@@ -233,9 +243,18 @@ def test_cli_model_file_every_byte_class(cli_model, data, capsys):
     assert counts["exit 2"] > counts["identical"] > 0, counts
 
 
+def test_cli_model_file_version_1_every_byte_class(cli_model_v1, data):
+    """The legacy reader (version 1, its own checksum) keeps the same guarantee."""
+    tmp, blob = cli_model_v1
+    counts, bad = _cli_outcomes(tmp, blob, data[0], mutants(blob, masks=(0x01, 0xFF)))
+    assert not bad, bad[:10]
+    assert counts["ValueError"] > counts["identical"] > 0, counts
+
+
 @pytest.mark.slow  # every byte of a ~9 kB CLI model file through load_model_file (~60 s)
-def test_cli_model_file_every_byte_python(cli_model, data):
-    tmp, blob = cli_model
+@pytest.mark.parametrize("version", [2, 1])
+def test_cli_model_file_every_byte_python(version, cli_model, cli_model_v1, data):
+    tmp, blob = cli_model if version == 2 else cli_model_v1
     counts, bad = _cli_outcomes(tmp, blob, data[0], mutants(blob, exhaustive=True))
     assert not bad, bad[:10]
     print(f"\n{len(blob)} bytes: {dict(counts)}")

@@ -562,17 +562,30 @@ def test_cli_predict(files, capsys):
 
 def test_cli_model_file_scaling_named(files, capsys, tmp_path):
     """A model file whose scaling mean is 1e300 (valid checksum): the model file is named."""
-    from jaxrank.cli._modelfile import checksum
+    from _modelfiles import edit_cli_file, legacy_cli_file
+
+    from jaxrank import cli
+    from jaxrank.cli._modelfile import legacy_checksum
 
     model = files / "m.npz"
     if not model.exists():
         _main(["fit", files / "d.csv", "--target", "y", "--lam", "0.1", "-o", model, "-q"], capsys)
-    with np.load(model) as z:
+
+    def shift(parts, meta):
+        name = meta["extension"]["mean"]["numpy"]
+        parts[name] = parts[name] + 1e300
+
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(edit_cli_file(model.read_bytes(), shift))
+    code, err = _main(["predict", bad, files / "d.csv"], capsys)
+    assert code == 2 and len(err) == 1 and "bad.npz" in err[0] and "mean" in err[0], err
+    # a version-1 file (its own checksum, read by the legacy reader): the same
+    (tmp_path / "v1.npz").write_bytes(legacy_cli_file(cli.load_model_file(model)))
+    with np.load(tmp_path / "v1.npz") as z:
         arrays = {k: z[k] for k in z.files}
     arrays["mean"] = arrays["mean"] + 1e300
     arrays.pop("checksum")
-    arrays["checksum"] = np.array(checksum(arrays))
-    bad = tmp_path / "bad.npz"
+    arrays["checksum"] = np.array(legacy_checksum(arrays))
     np.savez(bad, **arrays)
     code, err = _main(["predict", bad, files / "d.csv"], capsys)
     assert code == 2 and len(err) == 1 and "bad.npz" in err[0] and "mean" in err[0], err

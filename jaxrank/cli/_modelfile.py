@@ -1,30 +1,49 @@
-"""The command line's model file: a checksummed ``.npz`` holding the fitted model, the
-standardisation, the labels and how λ was chosen (``jaxrank fit`` writes it, ``jaxrank predict``
-reads it; :mod:`jaxrank.cli`)."""
+"""The command line's model file: the fitted model, the standardisation, the labels and how λ
+was chosen (``jaxrank fit`` writes it, ``jaxrank predict`` reads it; :mod:`jaxrank.cli`).
+
+Version 2 (written since issue 42) is :mod:`jaxrank.io`'s container, nothing of its own: the
+ranker's fields and the command line's as a declared :class:`jaxrank.io.Extension` (format
+``jaxrank-cli-model``, version 2), written by :func:`jaxrank.io.save` and read and verified by
+:func:`jaxrank.io.read_contents`, sealed by the one :func:`jaxrank.io.checksum`. Version 1 (its
+own layout: the ranker's ``jaxrank.io`` file as a byte member ``model`` beside plain members
+``format``, ``version``, ``mean``, ... and ``checksum``, a SHA-256 of its own,
+:func:`legacy_checksum`) is no longer written; files already on disk still load through
+:func:`read_legacy_arrays`, which keeps that checksum only to read them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io as _stdio
+import json
 import os
 
 import numpy as np
 
+from jaxrank import io as model_io
+
 __all__ = [
+    "LEGACY_VERSION",
     "MODEL_FORMAT",
     "MODEL_VERSION",
+    "MODEL_VERSIONS",
     "ModelFile",
     "check_model_arrays",
-    "checksum",
+    "legacy_checksum",
     "load_model_file",
     "model_from_arrays",
+    "read_legacy_arrays",
     "read_model_arrays",
     "save_model_file",
 ]
 
 MODEL_FORMAT = "jaxrank-cli-model"
-MODEL_VERSION = 1
+#: The version ``jaxrank fit`` writes: jaxrank.io's container with the command line's extension.
+MODEL_VERSION = 2
+#: The layout of version 1 (its own members and checksum), read for the files already written.
+LEGACY_VERSION = 1
+#: The versions read.
+MODEL_VERSIONS = (LEGACY_VERSION, MODEL_VERSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +79,10 @@ class ModelFile:
     score_se: np.ndarray
 
 
-def checksum(arrays: dict) -> str:
+def legacy_checksum(arrays: dict) -> str:
+    """The checksum of a version-1 file (every member but ``checksum``: name, dtype, shape,
+    bytes), kept only to read version-1 files; version 2 is sealed by
+    :func:`jaxrank.io.checksum`."""
     h = hashlib.sha256()
     for name in sorted(arrays):
         if name == "checksum":
@@ -71,14 +93,23 @@ def checksum(arrays: dict) -> str:
     return h.hexdigest()
 
 
-def save_model_file(path, mf: ModelFile) -> None:
-    """Write ``mf`` to ``path`` atomically: an ``.npz`` archive (no pickle) holding
+def _text_list(items) -> np.ndarray:
+    # a list of strings as the bytes of its JSON: the container stores numbers, not text arrays
+    return np.frombuffer(json.dumps([str(x) for x in items]).encode(), np.uint8)
 
-    - ``model``: the bytes of the ranker as written by :func:`jaxrank.io.save` (its own format
-      version and checksum; extract them to get a file :func:`jaxrank.io.load` reads);
-    - the preprocessing and the selection record under plain names (``mean``, ``scale``,
-      ``feature_names``, ``target``, ``positive_label``, ``classes``, ``grid``, ``score``, ...);
-    - ``format``/``version`` and ``checksum``, a SHA-256 of every other array, checked on load.
+
+def save_model_file(path, mf: ModelFile) -> None:
+    """Write ``mf`` to ``path`` atomically: a :mod:`jaxrank.io` model file of the ranker (no
+    pickle, every member stored) carrying the command line's fields as a declared extension,
+    :class:`jaxrank.io.Extension` (format :data:`MODEL_FORMAT`, version :data:`MODEL_VERSION`):
+
+    - the ranker's fields, as :func:`jaxrank.io.save` writes them;
+    - ``extension.mean``, ``extension.scale``, ``extension.grid``, ``extension.score`` and
+      ``extension.score_se`` (float64 arrays), ``extension.feature_names`` and
+      ``extension.classes`` (UTF-8 JSON lists as bytes; ``feature_names`` ``null`` when there
+      are none) and, in the metadata, ``target``, ``positive_label``, ``input_format``,
+      ``zero_based``, ``selection`` and ``model_dtype``;
+    - the one checksum (:func:`jaxrank.io.checksum`) over the metadata and every array.
 
     Example:
       >>> import os, tempfile
@@ -96,39 +127,29 @@ def save_model_file(path, mf: ModelFile) -> None:
       >>> load_model_file(path).selection
       'fixed'
     """
-    from jaxrank import io as model_io
-
-    buf = _stdio.BytesIO()
-    model_io.save(mf.model, buf)
     names = mf.feature_names
-    arrays = {
-        "format": np.array(MODEL_FORMAT),
-        "version": np.array(MODEL_VERSION),
-        "model": np.frombuffer(buf.getvalue(), dtype=np.uint8),
-        "model_dtype": np.array(np.asarray(mf.model.coef).dtype.name),
+    fields = {
+        "model_dtype": np.asarray(mf.model.coef).dtype.name,
         "mean": np.asarray(mf.mean, np.float64),
         "scale": np.asarray(mf.scale, np.float64),
-        "has_feature_names": np.array(names is not None),
-        "feature_names": np.array(list(names) if names is not None else [], dtype=str),
-        "target": np.array("" if mf.target is None else mf.target),
-        "has_target": np.array(mf.target is not None),
-        "positive_label": np.array(mf.positive_label),
-        "classes": np.array(list(mf.classes), dtype=str),
-        "input_format": np.array(mf.input_format),
-        "zero_based": np.array(-1 if mf.zero_based is None else int(mf.zero_based)),
-        "selection": np.array(mf.selection),
+        "feature_names": None if names is None else _text_list(names),
+        "target": None if mf.target is None else str(mf.target),
+        "positive_label": str(mf.positive_label),
+        "classes": _text_list(mf.classes),
+        "input_format": str(mf.input_format),
+        "zero_based": None if mf.zero_based is None else bool(mf.zero_based),
+        "selection": str(mf.selection),
         "grid": np.asarray(mf.grid, np.float64),
         "score": np.asarray(mf.score, np.float64),
         "score_se": np.asarray(mf.score_se, np.float64),
     }
-    arrays["checksum"] = np.array(checksum(arrays))
-    out = _stdio.BytesIO()
-    np.savez(out, **arrays)  # members stored, not compressed: what load_model_file accepts
-    model_io.write_atomic(path, out.getvalue())
+    ext = model_io.Extension(MODEL_FORMAT, MODEL_VERSION, fields)
+    model_io.save(mf.model, os.fspath(path), extension=ext)
 
 
 _SELECTIONS = ("cv", "validation", "holdout", "fixed")
-# each member of a CLI model file: (dtype kinds, number of dimensions)
+_KIND = "a model file written by 'jaxrank fit'"
+# each member of a version-1 file: (dtype kinds, number of dimensions)
 _MEMBERS = {
     "format": ("U", 0),
     "version": ("iu", 0),
@@ -150,37 +171,113 @@ _MEMBERS = {
     "score_se": ("f", 1),
     "checksum": ("U", 0),
 }
-# the largest scalar member (a text field: a label, a column name): a generous bound
+# the largest scalar member of a version-1 file (a text field: a label, a column name)
 _SCALAR_MAX_BYTES = 1 << 20
+# version 2's extension fields: "text" (str), "text?" (str or None), "floats" (1-D float
+# array), "list" (a JSON list of strings as bytes), "list?" (the same or None), "flag?"
+_FIELDS = {
+    "model_dtype": "text",
+    "mean": "floats",
+    "scale": "floats",
+    "feature_names": "list?",
+    "target": "text?",
+    "positive_label": "text",
+    "classes": "list",
+    "input_format": "text",
+    "zero_based": "flag?",
+    "selection": "text",
+    "grid": "floats",
+    "score": "floats",
+    "score_se": "floats",
+}
 
 
 def read_model_arrays(path) -> dict:
-    """The arrays of a ``jaxrank fit`` model file, every size checked before it is read.
+    """The fields of a ``jaxrank fit`` model file (versions 1 and 2), every size checked before
+    it is read, as a dict in version 1's layout (``model``: the verified
+    :class:`jaxrank.io.Contents` of a version-2 file, the ranker's bytes in version 1).
 
-    The file is untrusted input: the zip directory, each ``.npy`` header, the format name and
-    version (exactly :data:`MODEL_VERSION`) and the checksum are checked in that order by
-    :class:`jaxrank.io.Archive` (no member is ever inflated; sizes never exceed the file's),
-    then every field's value (:func:`check_model_arrays`). Any failure is a ``ValueError``
-    naming ``path``.
+    The file is untrusted input. Version 2 goes through :func:`jaxrank.io.read_contents` (the
+    zip directory, the metadata, the format name and version, the manifest, each ``.npy``
+    header, the checksum: nothing is inflated, no size exceeds the file's), version 1 through
+    :func:`read_legacy_arrays`; then every field's value (:func:`check_model_arrays`). Any
+    failure is a ``ValueError`` naming ``path``.
     """
-    from jaxrank import io as model_io
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such model file: {path}")
     if os.path.isdir(path):
         raise ValueError(f"{path} is a directory, not a model file.")
     raw = model_io.read_regular(path, f"the model file {path}")
-    kind = "a model file written by 'jaxrank fit'"
-    ar = model_io.Archive(raw, path, kind)
-    if "format" not in ar.members:
-        if "__meta__" in ar.members:
-            raise ValueError(
-                f"{path} is a bare jaxrank.io model file (RankModel.save), without the "
-                "standardisation and column names that 'jaxrank predict' applies; load it "
-                "with jaxrank.io.load in Python, or fit with 'jaxrank fit'."
-            )
-        raise ValueError(f"{path} is not {kind}: it has no 'format' record.")
+    ar = model_io.Archive(raw, path, _KIND)
+    if "format" in ar.members and "__meta__" not in ar.members:
+        return read_legacy_arrays(ar, path)
+    formats = {MODEL_FORMAT: MODEL_VERSIONS, model_io.FORMAT_NAME: (model_io.FORMAT_VERSION,)}
+    contents = model_io.read_contents(raw, path, formats, _KIND)
+    if contents.format == model_io.FORMAT_NAME:
+        raise ValueError(
+            f"{path} is a bare jaxrank.io model file (RankModel.save), without the "
+            "standardisation and column names that 'jaxrank predict' applies; load it "
+            "with jaxrank.io.load in Python, or fit with 'jaxrank fit'."
+        )
+    if contents.version != MODEL_VERSION:
+        raise ValueError(
+            f"{path} is damaged or not {_KIND}: it says version {contents.version} in the "
+            f"layout of version {MODEL_VERSION} (version {LEGACY_VERSION} has its own)."
+        )
+    arrays = _v2_arrays(model_io.extension_fields(contents), path)
+    arrays["model"] = contents
+    problem = check_model_arrays(arrays)
+    if problem:
+        raise ValueError(f"{path} is damaged or not {_KIND}: {problem}.")
+    return arrays
+
+
+def _v2_arrays(ext: dict, path: str) -> dict:
+    """Version 2's extension fields in version 1's layout, after checking each one's kind."""
+    missing = [n for n in _FIELDS if n not in ext]
+    extra = sorted(set(ext) - set(_FIELDS))
+    if missing or extra:
+        what = f"lacks {missing[0]!r}" if missing else f"holds an unknown record {extra[0]!r}"
+        raise ValueError(f"{path} is damaged or not {_KIND}: it {what}.")
+    out = {"format": np.array(MODEL_FORMAT), "version": np.array(MODEL_VERSION)}
+    for name, kind in _FIELDS.items():
+        v = ext[name]
+        if kind.endswith("?") and v is None:
+            continue
+        if kind.startswith("text") and isinstance(v, str):
+            out[name] = np.array(v)
+        elif kind == "floats" and isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.ndim == 1:
+            out[name] = v.astype(np.float64)
+        elif kind.startswith("list") and isinstance(v, np.ndarray) and v.dtype == np.uint8:
+            try:
+                items = json.loads(v.tobytes().decode("utf-8"))
+            except Exception:  # UnicodeDecodeError, JSONDecodeError, RecursionError: all damage
+                items = None
+            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+                raise ValueError(f"{path} is damaged: {name} is not a JSON list of strings.")
+            out[name] = np.array(items, dtype=str).reshape(len(items))
+        elif kind == "flag?" and type(v) is bool:
+            out[name] = np.array(int(v))
+        else:
+            shown = f"{type(v).__name__} {v!r}"[:60]
+            raise ValueError(f"{path} is damaged or not {_KIND}: {name} is {shown}.")
+    out["has_feature_names"] = np.array(ext["feature_names"] is not None)
+    out.setdefault("feature_names", np.array([], dtype=str))
+    out["has_target"] = np.array(ext["target"] is not None)
+    out.setdefault("target", np.array(""))
+    out.setdefault("zero_based", np.array(-1))
+    return out
+
+
+def read_legacy_arrays(ar, path: str) -> dict:
+    """The arrays of a version-1 file (:data:`LEGACY_VERSION`: its own members and checksum).
+
+    ``ar`` is the file's :class:`jaxrank.io.Archive`. Kept only so that files written before
+    version 2 still load: the format name and version (exactly 1 in this layout), every
+    member's presence, dtype, rank and size, then :func:`legacy_checksum`, then every field's
+    value (:func:`check_model_arrays`). Any failure is a ``ValueError`` naming ``path``.
+    """
 
     def expect(name):
         kinds, ndim = _MEMBERS[name]
@@ -198,30 +295,35 @@ def read_model_arrays(path) -> dict:
 
     fmt = read("format")
     if str(fmt) != MODEL_FORMAT:
-        raise ValueError(f"{path} is not {kind}: its format is {str(fmt)[:40]!r}.")
+        raise ValueError(f"{path} is not {_KIND}: its format is {str(fmt)[:40]!r}.")
     missing = [n for n in _MEMBERS if n not in ar.members]
     extra = sorted(set(ar.members) - set(_MEMBERS))
     if missing or extra:
         what = f"lacks {missing[0]!r}" if missing else f"holds an unknown record {extra[0]!r}"
-        raise ValueError(f"{path} is damaged or not {kind}: it {what}.")
+        raise ValueError(f"{path} is damaged or not {_KIND}: it {what}.")
     version = int(read("version"))
-    if version != MODEL_VERSION:
+    if version != LEGACY_VERSION:
         raise ValueError(
-            f"{path} has model format version {version}; this jaxrank reads version "
-            f"{MODEL_VERSION} only"
-            + (": upgrade jaxrank." if version > MODEL_VERSION else " (no jaxrank writes it).")
+            f"{path} has model format version {version}; this jaxrank reads versions "
+            f"{LEGACY_VERSION} and {MODEL_VERSION}"
+            + (
+                ": upgrade jaxrank."
+                if version > MODEL_VERSION
+                else f" only, version {LEGACY_VERSION} in this layout (no jaxrank writes it)."
+            )
         )
     arrays = {name: read(name) for name in _MEMBERS}
-    if str(arrays["checksum"]) != checksum(arrays):
+    if str(arrays["checksum"]) != legacy_checksum(arrays):
         raise ValueError(f"{path} is damaged: its checksum does not match its contents.")
     problem = check_model_arrays(arrays)
     if problem:
-        raise ValueError(f"{path} is damaged or not {kind}: {problem}.")
+        raise ValueError(f"{path} is damaged or not {_KIND}: {problem}.")
     return arrays
 
 
 def check_model_arrays(a: dict) -> str | None:
-    """The first invalid field of a model file's arrays, as text, or ``None``."""
+    """The first invalid field of a model file's arrays (version 1's layout), as text, or
+    ``None``."""
     from jaxrank._io_data import FORMATS
 
     d, L = a["mean"].size, a["grid"].size
@@ -266,11 +368,13 @@ def check_model_arrays(a: dict) -> str | None:
 
 
 def model_from_arrays(arrays: dict, path="the model file") -> ModelFile:
-    from jaxrank import io as model_io
     from jaxrank.model import RankModel
 
     zb = int(arrays["zero_based"])
-    model = model_io.load_bytes(arrays["model"].tobytes(), f"{path} (the ranker inside)")
+    if isinstance(arrays["model"], model_io.Contents):  # version 2: the file is the ranker's
+        model = model_io.build_model(arrays["model"])
+    else:  # version 1: the ranker's own jaxrank.io file, a member
+        model = model_io.load_bytes(arrays["model"].tobytes(), f"{path} (the ranker inside)")
     d = arrays["mean"].size
     if not isinstance(model, RankModel) or np.ndim(model.coef) != 1:
         raise ValueError(f"{path} is damaged: the ranker inside is not a one-λ RankModel.")
@@ -300,13 +404,14 @@ def model_from_arrays(arrays: dict, path="the model file") -> ModelFile:
 
 
 def load_model_file(path) -> ModelFile:
-    """Read a model file written by ``jaxrank fit`` (:func:`save_model_file`).
+    """Read a model file written by ``jaxrank fit`` (:func:`save_model_file`): version 2, and
+    version 1 (the layout written before issue 42) through :func:`read_legacy_arrays`.
 
     Raises:
       FileNotFoundError: no such file.
-      ValueError: not a model file, a newer format version, a checksum mismatch (of the file or
-        of the embedded :mod:`jaxrank.io` model), or a float64 model while ``jax_enable_x64``
-        is off.
+      ValueError: not a model file, a newer format version, a checksum mismatch (of the file or,
+        in version 1, of the embedded :mod:`jaxrank.io` model), an invalid field, or a float64
+        model while ``jax_enable_x64`` is off.
 
     Example:
       >>> import os, tempfile, numpy as np, jaxrank
