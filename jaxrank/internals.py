@@ -40,11 +40,11 @@ from jaxrank import (
     _cache,
     _cv,
     _exported,
-    _fitting,
     _validation,
     distributed,
     multilevel,
 )
+from jaxrank._fitting import _polish
 from jaxrank.cli import _common as _cli_common
 from jaxrank.objective import objective_closures
 
@@ -76,7 +76,7 @@ cv_search = _cv.cv_search
 refit_basis = _cv.refit_basis
 choose_cell = _cv.choose
 CV_RULES = _cv.RULES
-POLISH_AFTER = _fitting.POLISH_AFTER
+POLISH_AFTER = _polish.POLISH_AFTER
 check_X = _validation.check_X
 check_lam = _validation.check_lam
 LevelsLayout = multilevel.LevelsLayout
@@ -88,12 +88,12 @@ def polish_after(steps: int):
     """Within the block, float32 fits still above the tolerance after ``steps`` Newton steps are
     finished in float64 (a number above ``max_iter``: never, the float32 solver alone). Yields
     the default it replaced."""
-    saved = _fitting.POLISH_AFTER
-    _fitting.POLISH_AFTER = int(steps)
+    saved = _polish.POLISH_AFTER
+    _polish.POLISH_AFTER = int(steps)
     try:
         yield saved
     finally:
-        _fitting.POLISH_AFTER = saved
+        _polish.POLISH_AFTER = saved
 
 
 @contextlib.contextmanager

@@ -12,19 +12,20 @@ import pytest
 
 import jaxrank
 from jaxrank import _exported, _fitting, internals
+from jaxrank._fitting import _polish
 from jaxrank.losses import smoothed_hinge
 from jaxrank.objective import objective_closures
 
 
 def test_polish_after_sets_and_restores():
-    default = _fitting.POLISH_AFTER
-    assert internals.POLISH_AFTER == default
+    default = _polish.POLISH_AFTER  # where fit_rows reads it
+    assert internals.POLISH_AFTER == default == _fitting.POLISH_AFTER
     with internals.polish_after(10**9) as saved:
-        assert saved == default and _fitting.POLISH_AFTER == 10**9
-    assert _fitting.POLISH_AFTER == default
+        assert saved == default and _polish.POLISH_AFTER == 10**9
+    assert _polish.POLISH_AFTER == default
     with pytest.raises(RuntimeError), internals.polish_after(3):
         raise RuntimeError
-    assert _fitting.POLISH_AFTER == default
+    assert _polish.POLISH_AFTER == default
 
 
 def test_exported_calls_hook_sees_the_fit_and_restores():

@@ -390,7 +390,7 @@ def test_small_blocks_compile_with_low_effort(monkeypatch):
     monkeypatch.setattr(_exported, "call", spy)
     X, y = jaxrank.datasets.make_rare_class(60, 0.2, 0.75, d=3, seed=0)
     low = jaxrank.fit_rankrc(X, y, 2.0**-4)
-    monkeypatch.setattr(_fitting, "LOW_EFFORT_MAX_BYTES", 0)
+    monkeypatch.setattr(_fitting._block, "LOW_EFFORT_MAX_BYTES", 0)  # where fit_rows reads it
     default = jaxrank.fit_rankrc(X, y, 2.0**-4)
     assert [c[0] for c in calls] == [True, False] and calls[1][1] == {}
     assert calls[0][1] and set(calls[0][1]) <= set(_fitting.LOW_EFFORT_OPTIONS)

@@ -75,8 +75,8 @@ def test_dual_block_float32_grid_gradient_accuracy():
 def _spy_keep_transpose(monkeypatch) -> list[bool]:
     # fit_rows's choice of the two-layout block (built in the fit's program, or by dual_block)
     used, keep = [], fitmod.keep_transpose
-    monkeypatch.setattr(
-        fitmod, "keep_transpose", lambda *a, **k: used.append(keep(*a, **k)) or used[-1]
+    monkeypatch.setattr(  # where fit_rows looks it up
+        fitmod._rows, "keep_transpose", lambda *a, **k: used.append(keep(*a, **k)) or used[-1]
     )
     return used
 
@@ -89,7 +89,7 @@ def test_fit_with_transpose_equals_without(data, monkeypatch, path):
     used = _spy_keep_transpose(monkeypatch)
     got = jaxrank.fit_rankrc(X, y, lams, **kw)
     assert any(used), "the grid fit did not keep the transposed block"
-    monkeypatch.setattr(fitmod, "DUAL_MIN_COLUMNS", 10**6)
+    monkeypatch.setattr(fitmod._block, "DUAL_MIN_COLUMNS", 10**6)  # where it is read
     used.clear()
     ref = jaxrank.fit_rankrc(X, y, lams, **kw)
     assert used and not any(used)
@@ -160,7 +160,7 @@ def test_fit_grid_staged_equals_one_stage(data, monkeypatch):
     assert fitmod.grid_stages(16, fitmod.STAGED_MIN_BYTES) == (16, 4)
     assert fitmod.grid_stages(40, fitmod.STAGED_MIN_BYTES) == (40, 10, 2)
     assert fitmod.grid_stages(4, fitmod.STAGED_MIN_BYTES) is None
-    monkeypatch.setattr(fitmod, "STAGED_MIN_BYTES", 0)
+    monkeypatch.setattr(fitmod._block, "STAGED_MIN_BYTES", 0)  # where fit_rows reads it
     got = jaxrank.fit_rankrc(X, y, lams, tol=1e-10)
     np.testing.assert_allclose(got.info.objective, ref.info.objective, rtol=1e-10)
     np.testing.assert_allclose(got.coef, ref.coef, rtol=1e-5, atol=1e-7)
