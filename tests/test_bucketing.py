@@ -2,12 +2,10 @@
 the host to a few bucket lengths, the padding masked with ``where=``, give the exact value and
 gradient, and new lengths inside a bucket reuse the compiled program."""
 
-import contextlib
-
 import jax
 import numpy as np
 import pytest
-from jax._src import dispatch
+from _compiles import count_compiles
 
 import jaxrank
 
@@ -34,23 +32,6 @@ def bucketed(scores, labels, weights):
     return value, np.asarray(grad)[..., :n]
 
 
-@contextlib.contextmanager
-def _compilations():
-    out = {"traces": 0, "compiles": 0}
-
-    def listen(event, duration, **kwargs):
-        if event == dispatch.JAXPR_TRACE_EVENT:
-            out["traces"] += 1
-        elif event == dispatch.BACKEND_COMPILE_EVENT:
-            out["compiles"] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        yield out
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-
-
 def _data(n, seed):
     rng = np.random.default_rng(seed)
     s = rng.normal(size=(3, n))
@@ -72,14 +53,14 @@ def test_lengths_in_one_bucket_compile_once():
     data = {n: _data(n, n) for n in (100, 131, 256, 180, 65)}  # all in the 256 bucket
     bucketed(*data[100])  # the bucket's program
     before = _value_and_grad._cache_size()
-    with _compilations() as seen:
+    with count_compiles() as seen:
         for n in (131, 256, 180, 65):
             bucketed(*data[n])
     assert seen == {"traces": 0, "compiles": 0}
     assert _value_and_grad._cache_size() == before
     # a length in the next bucket down compiles one program more, once
     bucketed(*_data(40, 0))
-    with _compilations() as seen:
+    with count_compiles() as seen:
         bucketed(*_data(17, 1))
     assert seen["compiles"] == 0
     assert _value_and_grad._cache_size() <= before + 1  # (the 64 bucket may be compiled)
@@ -89,7 +70,7 @@ def test_unbucketed_lengths_do_compile():
     # the control: without padding, every new length is a new program
     f = jax.jit(lambda s, y: jaxrank.pairwise_loss(s, y))
     f(*_data(70, 0)[:2])
-    with _compilations() as seen:
+    with count_compiles() as seen:
         f(*_data(71, 0)[:2])
     assert seen["compiles"] >= 1
 

@@ -6,13 +6,12 @@ The unpadded reference is the same code with the ladder switched off
 explicit pair loop of ``tests/oracles.py`` (objective and gradient at the returned solution).
 """
 
-import contextlib
 import warnings
 
 import jax
 import numpy as np
 import pytest
-from jax._src import dispatch
+from _compiles import count_compiles
 from oracles import rank_grad_hess, rank_objective
 
 import jaxrank
@@ -20,29 +19,9 @@ from jaxrank import _buckets, datasets, kernels, losses
 from jaxrank._fitting import solve as _solve
 from jaxrank.select import select_lambda
 
+
 F64 = dict(dtype=np.float64)
 LAMS = 2.0 ** np.array([-4.0, 0.0, -8.0])  # 3 values: padded to a bucket of 4
-
-
-@contextlib.contextmanager
-def count_compiles():
-    """Counts every jaxpr trace and XLA compilation in the block (``out["traces"]``,
-    ``out["compiles"]``). A trace happens for every new jit cache entry, also when the
-    persistent compilation cache then supplies the executable, so ``traces == 0`` means
-    nothing new was built at all."""
-    out = {"traces": 0, "compiles": 0}
-
-    def listen(event, duration, **kwargs):
-        if event == dispatch.JAXPR_TRACE_EVENT:
-            out["traces"] += 1
-        elif event == dispatch.BACKEND_COMPILE_EVENT:
-            out["compiles"] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        yield out
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
 
 
 def _data(m, seed):

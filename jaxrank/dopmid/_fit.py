@@ -30,28 +30,15 @@ from jaxrank.dopmid._loop import (
     run_loop,
 )
 from jaxrank.dopmid._oracle import (
-    MostViolated,
     check_feature_map,
     check_measure,
     check_scale,
     class_weights,
-    most_violated,
-    structured_loss,
 )
-from jaxrank.dopmid._qp import QPResult, solve_qp
 from jaxrank.model import score_input, warn_stopped
 from jaxrank.solver import Status
 
-__all__ = [
-    "DOPMIDInfo",
-    "DOPMIDModel",
-    "MostViolated",
-    "QPResult",
-    "fit_dopmid",
-    "most_violated",
-    "solve_qp",
-    "structured_loss",
-]
+__all__ = ["DOPMIDModel", "fit_dopmid"]  # the rest of the family's face: its __init__
 
 
 # A fit starts with _INITIAL_PLANES working-set slots.
