@@ -964,24 +964,25 @@ def _start_watchdog(bound: float) -> None:
 
 
 def _watch(bound: float) -> None:
-    me, silent_since = jax.process_index(), None
-    # the runtime ends a process whose heartbeat RPC to a silent coordinator timed out after
-    # about half the bound, with a message that names no process: ask sooner, to name it first
-    silence = max(2.0, bound / 3)
+    me = jax.process_index()
+    # the runtime ends a process whose heartbeat RPC to a silent coordinator timed out, with a
+    # message that names no process: its RPC deadline is half the bound and a heartbeat can be
+    # sent just as the coordinator stops, so the runtime may end this process ~bound/2 s after
+    # the stop. Name it first: one ask starts at most _POLL_SECONDS after the stop and is given
+    # up after `silence` s counted from its start (0.3 * bound + 0.5 < bound / 2 from 5 s up)
+    silence = max(1.5, 0.3 * bound)
     while True:
         time.sleep(_POLL_SECONDS)
         client = _client()
         if client is None:  # jax.distributed.shutdown(): the job is over
             return
-        failed, ok = _ask(lambda c=client: c.key_value_dir_get(_FAILED_DIR), silence / 2)
+        failed, ok = _ask(lambda c=client: c.key_value_dir_get(_FAILED_DIR), silence)
         if not ok:
-            silent_since = silent_since or time.monotonic()
-            if time.monotonic() - silent_since >= silence:
-                _end(f"the coordinator (process 0 of {jax.process_count()}, which runs the "
-                     f"coordination service) has not answered for {silence:.0f} s: killed, "
-                     "stopped or unreachable")  # fmt: skip
-            continue
-        silent_since = None
+            if _client() is None:  # shut down while asking
+                return
+            _end(f"the coordinator (process 0 of {jax.process_count()}, which runs the "
+                 f"coordination service) has not answered for {silence:.1f} s: killed, "
+                 "stopped or unreachable")  # fmt: skip
         for key, why in failed or []:
             who = int(key.rsplit("/", 1)[-1])
             if who != me:
