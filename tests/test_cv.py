@@ -334,7 +334,7 @@ def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypat
     np.testing.assert_allclose(res["param_sigma2_factor"], want)
     np.testing.assert_allclose(res["param_sigma2"] / res["param_sigma2_factor"],
                                jaxrank.kernels.sigma2_heuristic(X))  # fmt: skip
-    # the pick: the rule's on the merged table, kept only as keep_narrower says
+    # the pick: the best narrow cell under NARROW_RULE, kept only as keep_narrower says
     n_new = len(_cv.NARROW_STEPS)
     shape = (1, n_new + len(FACTORS), len(LAMS))
     mean = np.asarray(res["mean_test_score"]).reshape(shape)
@@ -344,8 +344,12 @@ def test_estimator_extends_sigma2_and_refits_at_the_chosen_floor(data, monkeypat
                          0.0)  # fmt: skip
     base = _cv.choose(mean[:, n_new:], mean[:, n_new:] * 0, LAMS, table.sigma2s[n_new:],
                       est.rule)  # fmt: skip
+    narrow = _cv.narrow_candidate(table, n_new)
+    assert narrow[1] < n_new
     merged = _cv.choose(mean, mean * 0, LAMS, table.sigma2s, est.rule)
-    want_pick = _cv.keep_narrower(table, base, merged, n_new)
+    ref = (0, merged[1] - n_new, merged[2]) if merged[1] >= n_new else base
+    want_pick = _cv.keep_narrower(table, ref, narrow, n_new)
+    assert want_pick == _cv.narrow_pick(table, base, n_new, est.rule)
     assert est.best_index_ == np.ravel_multi_index(want_pick, shape)
     bp = est.best_params_
     assert bp["sigma2"] == res["param_sigma2"][est.best_index_]
@@ -527,3 +531,56 @@ def test_keep_narrower_needs_a_paired_win_beyond_one_standard_error():
     t = d.mean() / (d.std(ddof=1) / np.sqrt(5))
     assert _cv.keep_narrower(search, base, pick, 1, margin_se=t + 0.1) == (0, 1, 1)
     assert _cv.keep_narrower(search, base, pick, 1, margin_se=t - 0.1) == pick
+
+
+def test_narrow_candidate_is_judged_under_the_narrow_rule_whatever_picked_the_base():
+    # (B=1, S=3, L=3): σ² index 0 is the extension's row, clearly the best
+    mean = np.array([[[0.95, 0.95, 0.90], [0.70, 0.70, 0.70], [0.72, 0.72, 0.72]]])
+    cv = np.repeat(mean[:, :, None, :], 5, axis=2)
+    search = _cv.CVSearch(("auto",), np.array([10]), np.array([0.01, 0.1, 1.0]),
+                          np.array([1.0, 2.0, 4.0]), cv, mean, mean * 0, 0.0)  # fmt: skip
+    assert _cv.narrow_candidate(search, 1) == (0, 0, 0)
+    # the mirror rule counts the wider row twice in the narrow row's box and passes it over
+    assert _cv.choose(mean, mean * 0, search.lams, search.sigma2s, "smooth_mirror")[1] == 1
+    assert _cv.choose(mean, mean * 0, search.lams, search.sigma2s, "smooth_grid")[1] == 0
+    # only the new rows are candidates, even where an old row scores higher
+    mean2 = mean.copy()
+    mean2[0, 2] = 0.99
+    assert _cv.narrow_candidate(search._replace(mean_auc=mean2), 1)[1] == 0
+
+
+@pytest.mark.parametrize(("gain", "min_gain", "se", "steps"), [
+    (0.0, 1e-3, 0.0, 1),  # a flat surface: one step shows the edge holds nothing better
+    (0.01, 1e-3, 0.0, 2),  # rising by 0.01 a step: on to the limit (two steps of 4, to 256)
+    (0.01, 0.02, 0.0, 1),  # rising by less than the gate asks: one step
+    (0.01, 1e-3, 0.009, 2),  # a rise above one standard error of the pick: on
+    (0.01, 1e-3, 0.011, 1),  # below it: one step
+])  # fmt: skip
+def test_search_edges_goes_on_only_while_the_edge_gains(monkeypatch, gain, min_gain, se, steps):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 2))
+    pos = np.arange(40) < 8
+    searched = []
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        # every cell scores by its σ² alone: log4(σ²) * gain, highest at the widest σ²
+        s2 = np.asarray(sigma2s, np.float64)
+        searched.append(s2)
+        m = np.log(s2)[:, None] / np.log(4.0) * gain + 0.5 + 0 * np.asarray(lams)[None, :]
+        cv = np.repeat(m[None, :, None, :], folds, axis=2)
+        floors = np.full(s2.size, min_basis)
+        return _cv.CVSearch(tuple(policies), np.array([8]), s2, np.asarray(lams, np.float64), cv,
+                            m[None], se + 0 * m[None], 0.0, floors)  # fmt: skip
+
+    monkeypatch.setattr(_cv, "cv_search", fake)
+    lams = np.array([1.0, 4.0])
+    base = fake(X, pos, lams=lams, sigma2s=[1.0, 4.0, 16.0], policies=("auto",), folds=3,
+                key=None, min_basis=16)  # fmt: skip
+    pick = _cv.choose(base.mean_auc, base.se_auc, lams, base.sigma2s, "smooth_mirror")
+    assert pick[1] == 2  # at the widest σ²: the extension starts
+    out, new = _cv.search_edges(X, pos, base, pick, folds=3, key=None, max_sigma2=256.0,
+                                min_lam=1.0, min_gain=min_gain, gain_se=1.0,
+                                min_basis=16)  # fmt: skip
+    assert len(searched) - 1 == steps
+    np.testing.assert_allclose(out.sigma2s, 4.0 ** np.arange(3 + steps))
+    assert new == _cv.choose(out.mean_auc, out.se_auc, out.lams, out.sigma2s, "smooth_mirror")

@@ -333,10 +333,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             )
             n_new = search.sigma2s.size - n_before
             if n_new:
-                new = _cv.choose(
-                    search.mean_auc, search.se_auc, search.lams, search.sigma2s, self.rule
-                )
-                pick = _cv.keep_narrower(search, pick, new, n_new)
+                pick = _cv.narrow_pick(search, pick, n_new, self.rule)
         return search, pick, heuristic
 
     def _fit_ard(self, X, pos, scales, groups, iso, lams, fac, policies, sopts):
