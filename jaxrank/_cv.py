@@ -72,6 +72,7 @@ __all__ = [
     "gaussian_kernel",
     "narrow_candidate",
     "narrow_pick",
+    "paired_win",
     "policy_basis",
     "refit",
     "refit_basis",
@@ -529,9 +530,18 @@ def keep_narrower(
     s0 += n_new
     if pick[1] >= n_new:
         return pick
-    d = search.cv_auc[pick[0], pick[1], :, pick[2]] - search.cv_auc[b0, s0, :, j0]
+    a, b = search.cv_auc[pick[0], pick[1], :, pick[2]], search.cv_auc[b0, s0, :, j0]
+    return pick if paired_win(a, b, margin_se) else (b0, s0, j0)
+
+
+def paired_win(auc_a, auc_b, margin_se: float) -> bool:
+    """Whether ``a`` beats ``b`` on the same folds by more than ``margin_se`` standard errors of
+    the paired differences: ``mean(d) > max(0, margin_se · std(d)/√k)``, ``d = auc_a − auc_b``
+    (``(k,)`` held-out AUC per fold). A choice between two searches maximised on the same
+    folds favours the noisier one; the margin asks for a win the folds agree on."""
+    d = np.asarray(auc_a, np.float64) - np.asarray(auc_b, np.float64)
     se = d.std(ddof=1) / math.sqrt(d.size) if d.size > 1 else 0.0
-    return pick if d.mean() > margin_se * se and d.mean() > 0 else (b0, s0, j0)
+    return bool(d.mean() > margin_se * se and d.mean() > 0)
 
 
 def narrow_pick(

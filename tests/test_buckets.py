@@ -19,7 +19,6 @@ from jaxrank import _buckets, datasets, kernels, losses
 from jaxrank._fitting import solve as _solve
 from jaxrank.select import select_lambda
 
-
 F64 = dict(dtype=np.float64)
 LAMS = 2.0 ** np.array([-4.0, 0.0, -8.0])  # 3 values: padded to a bucket of 4
 

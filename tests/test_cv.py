@@ -584,3 +584,38 @@ def test_search_edges_goes_on_only_while_the_edge_gains(monkeypatch, gain, min_g
     assert len(searched) - 1 == steps
     np.testing.assert_allclose(out.sigma2s, 4.0 ** np.arange(3 + steps))
     assert new == _cv.choose(out.mean_auc, out.se_auc, out.lams, out.sigma2s, "smooth_mirror")
+
+
+def test_paired_win_asks_for_more_than_the_folds_noise():
+    b = np.full(5, 0.8)
+    assert not _cv.paired_win(b, b, 0.0)  # a tie is no win
+    assert not _cv.paired_win([0.8, 0.8, 0.8, 0.8, 1.0], b, 1.0)  # one lucky fold
+    a = np.array([0.85, 0.9, 0.86, 0.88, 0.9])
+    d = a - b
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(5))
+    assert _cv.paired_win(a, b, t - 0.1) and not _cv.paired_win(a, b, t + 0.1)
+    assert not _cv.paired_win(b, a, 0.0)
+
+
+@pytest.mark.parametrize("margin", [-np.inf, np.inf])
+def test_auto_kernel_keeps_the_binary_one_only_past_the_margin(data, monkeypatch, margin):
+    import jaxrank.sklearn._cv as skcv
+
+    X, y = data
+    # a two-valued measured column that carries the signal: binary-aware distances differ
+    X = np.column_stack([X, np.where((y == 1) & (np.arange(y.size) % 3 > 0), 3.0, -0.2)])
+    calls = []
+    real = _cv.paired_win
+    monkeypatch.setattr(_cv, "paired_win", lambda a, b, m: calls.append(m) or real(a, b, m))
+    monkeypatch.setattr(skcv, "KERNEL_MARGIN_SE", margin)
+    est = _est().fit(X, y)
+    assert calls == [margin]
+    if margin == np.inf:
+        assert est.kernel_choice_ == "gaussian"
+    else:  # a bare positive mean gain is enough; a tie or a loss is not
+        gauss = _est(kernel="gaussian").fit(X, y)
+        binary = _est(kernel="binary").fit(X, y)
+        fold = lambda e: np.array([e.cv_results_[f"split{f}_test_score"][e.best_index_]
+                                   for f in range(e.n_folds_)])  # fmt: skip
+        want = "binary" if (fold(binary) - fold(gauss)).mean() > 0 else "gaussian"
+        assert est.kernel_choice_ == want

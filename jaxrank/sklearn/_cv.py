@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_LAMS",
     "DEFAULT_SIGMA2_FACTORS",
     "KERNELS",
+    "KERNEL_MARGIN_SE",
     "MAX_SIGMA2_FACTOR",
     "MIN_LAM",
     "RankRCClassifierCV",
@@ -52,15 +53,26 @@ MAX_SIGMA2_FACTOR = 256.0
 #: ... and λ down to 2^-24 (two steps of 4 past the paper's grid).
 MIN_LAM = 2.0**-24
 #: Kernels of the search: ``"auto"`` (the plain Gaussian and, where X has two-valued columns, the
-#: binary-aware one, the better on the same folds), ``"gaussian"`` (plain), ``"binary"``
-#: (binary-aware), ``"ard"`` (learned per-column scales on top of the ``"auto"`` choice).
+#: binary-aware one, kept when it clearly wins on the same folds), ``"gaussian"`` (plain),
+#: ``"binary"`` (binary-aware), ``"ard"`` (learned per-column scales on top of the ``"auto"``
+#: choice).
 KERNELS = ("auto", "gaussian", "binary", "ard")
+
+
+#: ``kernel="auto"`` keeps the binary-aware search over the plain one only when its pick wins on
+#: the same folds by more than this many standard errors of the paired differences
+#: (:func:`jaxrank._cv.paired_win`; docs/design.md §10: a two-valued measured column, as in
+#: KEEL's ecoli, is no one-hot dummy, and a bare win picked the binary kernel by chance).
+KERNEL_MARGIN_SE = 1.0
+
+
+def _fold_auc(search, pick):
+    return search.cv_auc[pick[0], pick[1], :, pick[2]]
 
 
 def _paired_gain(search_a, pick_a, search_b, pick_b) -> float:
     """Mean over the (same) folds of the held-out AUC of pick ``a`` minus pick ``b``."""
-    fold_auc = lambda t, p: t.cv_auc[p[0], p[1], :, p[2]]
-    return float(np.mean(fold_auc(search_a, pick_a) - fold_auc(search_b, pick_b)))
+    return float(np.mean(_fold_auc(search_a, pick_a) - _fold_auc(search_b, pick_b)))
 
 
 @estimator_params
@@ -113,26 +125,29 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         or more σ², or whose narrowest σ² scores within one standard error of the pick
         (:func:`jaxrank._cv.wants_narrower`), also search σ² = the narrowest / 16 with the auto
         floor raised to :data:`jaxrank._cv.NARROW_MIN_BASIS` (1024), then choose again on the
-        merged table;
-        a narrow pick is kept only if it beats the first pick on the same folds by more than
-        one standard error of the paired differences (:func:`jaxrank._cv.search_narrower`,
-        :func:`jaxrank._cv.keep_narrower`; measured in docs/design.md §10).
+        merged table; the best narrow cell (judged by ``"smooth_grid"`` whatever ``rule``) is
+        kept only if it beats that pick on the same folds by more than one standard error of
+        the paired differences (:func:`jaxrank._cv.search_narrower`,
+        :func:`jaxrank._cv.narrow_pick`; measured in docs/design.md §10).
         ``False``: the σ² grid as given.
       kernel: ``"auto"`` (default): the plain Gaussian on X as given and, where X has a column
         with two distinct values off the unit spread, also the binary-aware Gaussian
         (:func:`jaxrank.kernels.binary_scales`: such a column, a one-hot dummy standardised or
         not, has its two values 1 apart), each searched over σ² × λ on the same folds, the
-        better mean held-out AUC kept (``kernel_choice_``); ``"gaussian"``: the plain one only;
-        ``"binary"``: the binary-aware one only; ``"ard"``: one learned scale per column or
-        per group of
-        ``feature_groups`` (:class:`jaxrank.kernels.ARDGaussian`): σ² × λ searched with the
-        univariate-AUC start beside the isotropic search, the better on the same folds tuned by
-        implicit gradients of a held-out smoothed AUC, shrunk toward the isotropic kernel, the
-        step judged on a fold the gradient never saw
-        (:mod:`jaxrank.tune`; docs/choosing-a-model.md says when it pays).
+        binary-aware one kept (``kernel_choice_``) only when its pick wins on the same folds
+        by more than one standard error of the paired differences (:data:`KERNEL_MARGIN_SE`);
+        ``"gaussian"``: the plain one only; ``"binary"``: the binary-aware one only;
+        ``"ard"``: one learned scale per column or per group of ``feature_groups``
+        (:class:`jaxrank.kernels.ARDGaussian`): σ² × λ searched with the univariate-AUC start
+        beside the isotropic search, the better on the same folds tuned by implicit gradients
+        of a held-out smoothed AUC, shrunk toward the isotropic kernel, the step judged on a
+        fold the gradient never saw (:mod:`jaxrank.tune`; docs/choosing-a-model.md says when
+        it pays).
       extend_edges: while the pick lies on the widest σ² or the smallest λ searched, search
         one step further (σ² × 4, λ / 4) up to ``max_sigma2_factor`` × the heuristic and
-        ``min_lam`` (:func:`jaxrank._cv.search_edges`). ``False``: the grid as given.
+        ``min_lam``, a further step only while the last raised the rule's best score by at
+        least one standard error of the pick (:func:`jaxrank._cv.search_edges`). ``False``:
+        the grid as given.
       max_sigma2_factor, min_lam: the limits of ``extend_edges`` (defaults
         :data:`MAX_SIGMA2_FACTOR`, :data:`MIN_LAM`).
       feature_groups: ``(d,)`` group id of each column for ``kernel="ard"`` (e.g. the one-hot
@@ -272,7 +287,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             # both distances on the same folds: a dummy column may own the distance (one-hot
             # data) or carry the signal (a rare measured value): the folds decide
             other = self._search(X, pos, binary, lams, fac, policies, sopts)
-            if _paired_gain(other[0], other[1], search, pick) > 0:
+            if _cv.paired_win(_fold_auc(*other[:2]), _fold_auc(search, pick),
+                              KERNEL_MARGIN_SE):  # fmt: skip
                 (search, pick, heuristic), scales = other, binary
                 self.kernel_choice_ = "binary"
         self.ard_ = None
