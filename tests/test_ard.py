@@ -249,8 +249,10 @@ def test_search_edges_extends_until_interior_or_limit(data):
     opts = dict(folds=3, key=key, dtype="float64", tol=1e-6)
     search = _cv.cv_search(X, pos, lams=lams, sigma2s=[h / 64, h / 16], **opts)
     # a pick at the widest σ² and the smallest λ: both edges call for an extension
+    # no gate on the gain (its tests are in test_cv.py): on until interior or the limit
     out, new = _cv.search_edges(X, pos, search, (0, 1, 0), max_sigma2=4 * h,
-                                min_lam=lams[0] / 16, **opts)  # fmt: skip
+                                min_lam=lams[0] / 16, min_gain=-np.inf, gain_se=0.0,
+                                **opts)  # fmt: skip
     s2, ll = out.sigma2s, out.lams
     assert s2.size >= 3 and np.all(np.diff(s2) > 0) and s2.max() <= 4 * h * (1 + 1e-9)
     assert np.all(np.diff(ll) > 0) and ll.min() >= lams[0] / 16 * (1 - 1e-9)
