@@ -186,8 +186,10 @@ bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json bench
 they share the machine's load; the second is the slow one). A re-run of some methods is merged
 over the saved file: XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv
 svc-w --fresh --out bench/out/kw_new.json; python bench/keel_wide.py --merge bench/out/kw_new.json
-bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv and
-svc-w)
+bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv alone,
+at commit ed6ff77's defaults, jaxrank from a git archive of it, PYTHONPATH=DIR, beside the saved
+baselines: its fit-time ratios compare runs; 34 sets without two-valued columns were run at
+600cd9f, whose search differs from ed6ff77's only where X has such a column)
 
 small_lambda | Small λ in float32 on the paper's d = 5 data
 The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
