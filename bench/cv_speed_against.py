@@ -41,10 +41,10 @@ def _spawn(src: Path, method: str, name: str, cache: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(name: str, old: Path, new: Path, repeats: int) -> dict:
+def run(name: str, old: Path, new: Path, repeats: int, svc: bool = True) -> dict:
     srcs = {"old": old, "new": new}
     row: dict = {"data": name, "empty_cache_s": {}, "best": {}, "warm": {"old": [], "new": []}}
-    svc = []
+    svc_runs = []
     with tempfile.TemporaryDirectory() as tmp:
         caches = {k: str(Path(tmp) / k) for k in srcs}
         for k, src in srcs.items():
@@ -54,13 +54,15 @@ def run(name: str, old: Path, new: Path, repeats: int) -> dict:
         for _ in range(repeats):
             for k, src in srcs.items():
                 row["warm"][k].append(_spawn(src, "rankrc-cv", name, caches[k])["seconds"])
-            svc.append(_spawn(srcs["new"], "svc-w", name, caches["new"])["seconds"])
+            if svc:
+                svc_runs.append(_spawn(srcs["new"], "svc-w", name, caches["new"])["seconds"])
     med = {k: float(np.median(v)) for k, v in row["warm"].items()}
-    row["svc_w"] = {"median": float(np.median(svc)), "runs": svc}
     row["median"] = med
     row["new_over_old"] = med["new"] / med["old"]
     row["empty_new_over_old"] = row["empty_cache_s"]["new"] / row["empty_cache_s"]["old"]
-    row["ratio_vs_svc_w"] = {k: med[k] / row["svc_w"]["median"] for k in med}
+    if svc:
+        row["svc_w"] = {"median": float(np.median(svc_runs)), "runs": svc_runs}
+        row["ratio_vs_svc_w"] = {k: med[k] / row["svc_w"]["median"] for k in med}
     print(json.dumps(row), flush=True)
     return row
 
@@ -78,16 +80,18 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(C.out_path("cv_speed_against")))
     ap.add_argument("--save", action="store_true")
+    ap.add_argument("--no-svc", action="store_true", help="skip SVC-W (the slow part)")
     args = ap.parse_args(argv)
     stamps = {k: getattr(args, k) / "COMMIT" for k in ("old", "new")}
     env = C.header("cv_speed_against", f"against {args.old}")
     t0 = time.perf_counter()
-    rows = [run(f"m={m}", args.old.resolve(), args.new.resolve(), args.repeats) for m in args.sizes]
+    rows = [run(f"m={m}", args.old.resolve(), args.new.resolve(), args.repeats, not args.no_svc)
+            for m in args.sizes]  # fmt: skip
     report = {"benchmark": "cv_speed_against", "env": env,
               "sources": {k: {"path": str(getattr(args, k)),
                               "commit": s.read_text().strip() if s.is_file() else None}
                           for k, s in stamps.items()},
-              "result": {"rows": rows, "repeats": args.repeats},
+              "result": {"rows": rows, "repeats": args.repeats, "svc_w": not args.no_svc},
               "seconds": time.perf_counter() - t0}  # fmt: skip
     C.write_report(report, args.out, "cv_speed_against.json" if args.save else None)
     return 0
