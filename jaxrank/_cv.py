@@ -68,6 +68,7 @@ __all__ = [
     "choose",
     "cv_search",
     "equal_folds",
+    "fold_auc",
     "fold_rows",
     "gaussian_kernel",
     "narrow_candidate",
@@ -104,9 +105,10 @@ NARROW_RULE = "smooth_grid"
 
 #: The edge extension (:func:`search_edges`): one step multiplies the widest σ² by this ...
 EDGE_SIGMA2_STEP = 4.0
-#: ... or divides the smallest λ by this; a further step is taken only while the last one
-#: raised the rule's best score by at least this much (AUC; a flat surface stops at once) ...
+#: ... or divides the smallest λ by this ...
 EDGE_LAM_STEP = 4.0
+#: ... and a further step is taken only while the last one raised the rule's best score by at
+#: least this much (AUC; a flat surface stops at once) ...
 EDGE_MIN_GAIN = 1e-3
 #: ... and by at least this many standard errors of the new pick's fold mean (few rare rows per
 #: fold: a noisy rise does not carry the search to the limit).
@@ -530,8 +532,13 @@ def keep_narrower(
     s0 += n_new
     if pick[1] >= n_new:
         return pick
-    a, b = search.cv_auc[pick[0], pick[1], :, pick[2]], search.cv_auc[b0, s0, :, j0]
-    return pick if paired_win(a, b, margin_se) else (b0, s0, j0)
+    base = (b0, s0, j0)
+    return pick if paired_win(fold_auc(search, pick), fold_auc(search, base), margin_se) else base
+
+
+def fold_auc(search: CVSearch, pick: tuple) -> np.ndarray:
+    """``(k,)`` held-out AUC of cell ``pick = (b, s, j)`` on each fold of ``search``."""
+    return search.cv_auc[pick[0], pick[1], :, pick[2]]
 
 
 def paired_win(auc_a, auc_b, margin_se: float) -> bool:

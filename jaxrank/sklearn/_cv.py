@@ -66,13 +66,9 @@ KERNELS = ("auto", "gaussian", "binary", "ard")
 KERNEL_MARGIN_SE = 1.0
 
 
-def _fold_auc(search, pick):
-    return search.cv_auc[pick[0], pick[1], :, pick[2]]
-
-
 def _paired_gain(search_a, pick_a, search_b, pick_b) -> float:
     """Mean over the (same) folds of the held-out AUC of pick ``a`` minus pick ``b``."""
-    return float(np.mean(_fold_auc(search_a, pick_a) - _fold_auc(search_b, pick_b)))
+    return float(np.mean(_cv.fold_auc(search_a, pick_a) - _cv.fold_auc(search_b, pick_b)))
 
 
 @estimator_params
@@ -287,7 +283,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             # both distances on the same folds: a dummy column may own the distance (one-hot
             # data) or carry the signal (a rare measured value): the folds decide
             other = self._search(X, pos, binary, lams, fac, policies, sopts)
-            if _cv.paired_win(_fold_auc(*other[:2]), _fold_auc(search, pick),
+            if _cv.paired_win(_cv.fold_auc(*other[:2]), _cv.fold_auc(search, pick),
                               KERNEL_MARGIN_SE):  # fmt: skip
                 (search, pick, heuristic), scales = other, binary
                 self.kernel_choice_ = "binary"
