@@ -46,6 +46,7 @@ from jaxrank.select import shared_floors, stratified_folds
 
 __all__ = [
     "AUTO_MIN_BASIS",
+    "EDGE_DISCARD_FAILED",
     "EDGE_GAIN_SE",
     "EDGE_LAM_STEP",
     "EDGE_MIN_GAIN",
@@ -113,6 +114,10 @@ EDGE_MIN_GAIN = 1e-3
 #: ... and by at least this many standard errors of the new pick's fold mean (few rare rows per
 #: fold: a noisy rise does not carry the search to the limit).
 EDGE_GAIN_SE = 1.0
+#: ... and a step that does not clear that bar leaves the pick where it was (its cells stay in
+#: the table): on KEEL most first steps raise the CV AUC by less than 0.01, well inside its
+#: noise, and such a move to σ² × 64 or a 16× smaller λ is a coin toss on test data.
+EDGE_DISCARD_FAILED = True
 
 #: A search runs its fits (one per fold, basis and σ²) on this many threads: one fit's host
 #: work (its float64 preconditioner, on one BLAS thread) and Python overlap another's compiled
@@ -607,6 +612,7 @@ def search_edges(
     lam_step: float = EDGE_LAM_STEP,
     min_gain: float = EDGE_MIN_GAIN,
     gain_se: float = EDGE_GAIN_SE,
+    discard_failed: bool = EDGE_DISCARD_FAILED,
     scales=None,
     **fit_kwargs: Any,
 ) -> tuple[CVSearch, tuple[int, int, int]]:
@@ -616,9 +622,10 @@ def search_edges(
     ≤ max_sigma2``, σ² = widest × ``sigma2_step`` is searched (same folds, ``key`` and basis
     floor); while it is at the smallest λ and ``λ / lam_step ≥ min_lam``, λ = smallest /
     ``lam_step`` is searched for every σ² (each σ² with the floor it was searched with). The
-    choice is made again on each merged table; a further step is taken only while the last one
-    raised the rule's best score by at least ``max(min_gain, gain_se · se)`` (on a flat surface
-    one step shows that the edge holds nothing better, and the search stops there). The
+    choice is made again on each merged table; a step counts only when it raised the rule's best
+    score by at least ``max(min_gain, gain_se · se)``: then a further step may follow; otherwise
+    the search stops there and (``discard_failed``) the pick stays the one made before that step
+    (on a flat surface one step shows that the edge holds nothing better). The
     large-λ end needs no extension: the CV curve is exactly flat there (docs/design.md §10).
     The narrow end has its own rule (:func:`search_narrower`).
 
@@ -629,8 +636,10 @@ def search_edges(
         included).
       max_sigma2, min_lam: the limits (absolute values).
       sigma2_step, lam_step: the factors of one extension step (> 1).
-      min_gain, gain_se: another step is taken only when the last raised the rule's best score
-        by at least ``max(min_gain, gain_se · se)``, ``se`` the new pick's standard error.
+      min_gain, gain_se: a step counts only when it raised the rule's best score by at least
+        ``max(min_gain, gain_se · se)``, ``se`` the new pick's standard error.
+      discard_failed: a step that does not count leaves the pick where it was (``False``: the
+        pick moves to the merged table's best cell all the same).
 
     Returns:
       ``(search, pick)``: the merged table and the pick on it.
@@ -670,11 +679,16 @@ def search_edges(
             search = _merge(search, ext, "lam")
         else:
             return search, pick
+        # the pick made before this step, found by its values in the merged table
+        before = (_b, int(np.flatnonzero(search.sigma2s == s2[s])[0]),
+                  int(np.flatnonzero(search.lams == lams[j])[0]))  # fmt: skip
         pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
         new_best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
         se = float(np.nan_to_num(search.se_auc[pick]))
         if new_best < best + max(min_gain, gain_se * se):
-            return search, pick
+            # a step that raised the score by less than its noise moves nothing: the cells it
+            # searched stay in the table, the pick stays where it was
+            return search, (before if discard_failed else pick)
         best = new_best
 
 

@@ -549,14 +549,17 @@ def test_narrow_candidate_is_judged_under_the_narrow_rule_whatever_picked_the_ba
     assert _cv.narrow_candidate(search._replace(mean_auc=mean2), 1)[1] == 0
 
 
-@pytest.mark.parametrize(("gain", "min_gain", "se", "steps"), [
-    (0.0, 1e-3, 0.0, 1),  # a flat surface: one step shows the edge holds nothing better
-    (0.01, 1e-3, 0.0, 2),  # rising by 0.01 a step: on to the limit (two steps of 4, to 256)
-    (0.01, 0.02, 0.0, 1),  # rising by less than the gate asks: one step
-    (0.01, 1e-3, 0.009, 2),  # a rise above one standard error of the pick: on
-    (0.01, 1e-3, 0.011, 1),  # below it: one step
+@pytest.mark.parametrize(("gain", "min_gain", "se", "steps", "counted"), [
+    (0.0, 1e-3, 0.0, 1, 0),  # a flat surface: one step shows the edge holds nothing better
+    (0.01, 1e-3, 0.0, 2, 2),  # rising by 0.01 a step: on to the limit (two steps of 4, to 256)
+    (0.01, 0.02, 0.0, 1, 0),  # rising by less than the gate asks: one step, not counted
+    (0.01, 1e-3, 0.009, 2, 2),  # a rise above one standard error of the pick: on
+    (0.01, 1e-3, 0.011, 1, 0),  # below it: one step, not counted
 ])  # fmt: skip
-def test_search_edges_goes_on_only_while_the_edge_gains(monkeypatch, gain, min_gain, se, steps):
+@pytest.mark.parametrize("discard", [True, False])
+def test_search_edges_goes_on_only_while_the_edge_gains(
+    monkeypatch, gain, min_gain, se, steps, counted, discard
+):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 2))
     pos = np.arange(40) < 8
@@ -580,10 +583,16 @@ def test_search_edges_goes_on_only_while_the_edge_gains(monkeypatch, gain, min_g
     assert pick[1] == 2  # at the widest σ²: the extension starts
     out, new = _cv.search_edges(X, pos, base, pick, folds=3, key=None, max_sigma2=256.0,
                                 min_lam=1.0, min_gain=min_gain, gain_se=1.0,
-                                min_basis=16)  # fmt: skip
+                                discard_failed=discard, min_basis=16)  # fmt: skip
     assert len(searched) - 1 == steps
     np.testing.assert_allclose(out.sigma2s, 4.0 ** np.arange(3 + steps))
-    assert new == _cv.choose(out.mean_auc, out.se_auc, out.lams, out.sigma2s, "smooth_mirror")
+    best = _cv.choose(out.mean_auc, out.se_auc, out.lams, out.sigma2s, "smooth_mirror")
+    if discard:
+        # the pick moved by the counted steps only; a step inside the noise moved nothing
+        assert new == (0, 2 + counted, pick[2]) and out.sigma2s[new[1]] == 16.0 * 4.0**counted
+    else:
+        assert new == best
+    assert best[1] == out.sigma2s.size - 1  # (the merged table's best cell is the widest row)
 
 
 def test_paired_win_asks_for_more_than_the_folds_noise():
