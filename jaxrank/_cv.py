@@ -307,11 +307,8 @@ class CVSearch(NamedTuple):
       n_basis: ``(B,)`` basis size of each policy on the full training rows.
       sigma2s: ``(S,)`` absolute σ² values (``factors × heuristic``).
       lams: ``(L,)`` λ grid.
-      cv_auc: ``(B, S, R·k, L)`` held-out AUC (float64) of the ``R = repeats`` runs of k
-        folds, run by run.
-      mean_auc, se_auc: ``(B, S, L)`` mean over them and its standard error (the std over
-        the k fold positions of their means over the runs, over √k: the runs share rows, so
-        they do not divide it by √R).
+      cv_auc: ``(B, S, k, L)`` held-out AUC (float64).
+      mean_auc, se_auc: ``(B, S, L)`` mean over folds and its standard error (std/√k).
       fit_seconds: wall time of the search (all fits and scorings, compilation included).
       min_basis: ``(S,)`` the auto basis floor each σ² was searched with (``None``: the
         ``min_basis`` of the call for every σ²); ``n_basis`` is the basis at the smallest.
@@ -326,7 +323,6 @@ class CVSearch(NamedTuple):
     se_auc: np.ndarray
     fit_seconds: float
     min_basis: np.ndarray | None = None
-    repeats: int = 1
 
 
 def check_policies(policies) -> tuple:
@@ -355,7 +351,6 @@ def cv_search(
     min_basis: int = AUTO_MIN_BASIS,
     scales=None,
     engine: str = "fits",
-    repeats: int = 1,
     **fit_kwargs: Any,
 ) -> CVSearch:
     """Held-out AUC of every (basis policy, σ², λ) by stratified k-fold CV, λ batched.
@@ -379,9 +374,6 @@ def cv_search(
       engine: how the table is filled (:data:`ENGINES`): ``"fits"``, one fit per fold and σ²
         on threads, or ``"core"``, batched calls of the pure core (isotropic kernels only; the
         fits otherwise).
-      repeats: ``R``, runs of k-fold CV, each on its own stratified folds (the first drawn
-        from ``key`` as with ``R = 1``, the others from ``fold_in(key, r)``): repeated CV, a
-        less noisy table where the rare class has few rows per fold.
       **fit_kwargs: the options of every fit (:func:`fit_cell`: ``dtype``, ``tol``, ``eps``,
         ...).
 
@@ -401,28 +393,23 @@ def cv_search(
     check_key(key)
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
-    if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer) or repeats < 1:
-        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}.")
     k_basis = basis_key(key)
-    runs = [fold_rows(pos, folds, key=key if r == 0 else _random.fold_in(key, r))
-            for r in range(repeats)]  # fmt: skip
+    train, held = fold_rows(pos, folds, key=key)
     # held-out rows padded to a bucket: sets of similar sizes share the scoring programs
-    n_held = _buckets.bucket(max(h.size for _, held in runs for h in held))
-    cv = np.empty((len(policies), s2.size, repeats * folds, grid.size), np.float64)
+    n_held = _buckets.bucket(max(h.size for h in held))
+    cv = np.empty((len(policies), s2.size, folds, grid.size), np.float64)
     with search_floors(pos, policies, grid.size, min_basis, fit_kwargs.get("dtype")):
-        for r, (train, held) in enumerate(runs):
-            part = cv[:, :, r * folds : (r + 1) * folds]  # a view: the run fills cv
-            _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis,
-                          part, fit_kwargs, scales, engine)  # fmt: skip
+        _search_folds(X, pos, train, held, n_held, policies, s2, grid, k_basis, min_basis, cv,
+                      fit_kwargs, scales, engine)  # fmt: skip
     n_basis = np.array(
         [_policy_basis(p, X, pos, k_basis, min_basis).size for p in policies], np.int64
     )
     mean = cv.mean(axis=2)
-    se = _per_fold(cv, repeats, axis=2).std(axis=2, ddof=1) / math.sqrt(folds)
+    se = cv.std(axis=2, ddof=1) / math.sqrt(folds)
     return CVSearch(
         policies=policies, n_basis=n_basis, sigma2s=s2, lams=grid, cv_auc=cv, mean_auc=mean,
         se_auc=se, fit_seconds=time.perf_counter() - t0,
-        min_basis=np.full(s2.size, int(min_basis), np.int64), repeats=repeats,
+        min_basis=np.full(s2.size, int(min_basis), np.int64),
     )  # fmt: skip
 
 
@@ -555,16 +542,8 @@ def keep_narrower(
 
 
 def fold_auc(search: CVSearch, pick: tuple) -> np.ndarray:
-    """``(k,)`` held-out AUC of cell ``pick = (b, s, j)`` on each fold of ``search`` (with
-    repeated folds, each fold position's mean over the runs: paired over the same rows)."""
-    return _per_fold(search.cv_auc[pick[0], pick[1], :, pick[2]], search.repeats)
-
-
-def _per_fold(cv: np.ndarray, repeats: int, axis: int = -1) -> np.ndarray:
-    """``cv``'s ``R·k`` runs × folds axis as its ``k`` fold positions' means over the runs."""
-    cv = np.moveaxis(np.asarray(cv, np.float64), axis, -1)
-    out = cv.reshape(*cv.shape[:-1], repeats, cv.shape[-1] // repeats).mean(axis=-2)
-    return np.moveaxis(out, -1, axis)
+    """``(k,)`` held-out AUC of cell ``pick = (b, s, j)`` on each fold of ``search``."""
+    return search.cv_auc[pick[0], pick[1], :, pick[2]]
 
 
 def paired_win(auc_a, auc_b, margin_se: float) -> bool:

@@ -37,9 +37,8 @@ def _est(**kw):
     from jaxrank.sklearn import RankRCClassifierCV
 
     # the σ² grid as given (the edge extension has its tests in test_ard.py)
-    # one run of k-fold CV (repeated CV has its own tests below)
     opts = dict(lams=LAMS, sigma2_factors=FACTORS, cv=CV, min_basis=MIN_BASIS, random_state=0,
-                extend_edges=False, cv_repeats=1)  # fmt: skip
+                extend_edges=False)  # fmt: skip
     return RankRCClassifierCV(**{**opts, **kw})
 
 
@@ -425,9 +424,6 @@ def test_rare_class_sorting_first(data, fitted):
         ({"lams": (-1.0,)}, None, "λ|lam"),
         ({"min_basis": 0}, None, "min_basis"),
         ({"extend_sigma2": "yes"}, None, "extend_sigma2"),
-        ({"cv_repeats": 0}, None, "cv_repeats"),
-        ({"cv_repeats": "twice"}, None, "cv_repeats"),
-        ({"cv_repeats": True}, None, "cv_repeats"),
     ],
 )
 def test_estimator_errors(data, params, labels, match):
@@ -632,46 +628,3 @@ def test_auto_kernel_keeps_the_binary_one_only_past_the_margin(data, monkeypatch
                                    for f in range(e.n_folds_)])  # fmt: skip
         want = "binary" if (fold(binary) - fold(gauss)).mean() > 0 else "gaussian"
         assert est.kernel_choice_ == want
-
-
-# ---------------------------------------------------------------------------- repeated CV
-
-
-def test_repeated_cv_is_runs_on_fresh_folds(data):
-    X, y = data
-    key = jax.random.key(3)
-    opts = dict(lams=LAMS, sigma2s=[1.0, 4.0], policies=("rare",), folds=CV, min_basis=MIN_BASIS)
-    one = _cv.cv_search(X, y, key=key, **opts)
-    rep = _cv.cv_search(X, y, key=key, repeats=3, **opts)
-    assert rep.cv_auc.shape == (1, 2, 3 * CV, len(LAMS)) and rep.repeats == 3
-    np.testing.assert_array_equal(rep.cv_auc[:, :, :CV], one.cv_auc)  # run 0: the single run
-    # run r: a single run on the folds of fold_in(key, r) (the rare basis draws nothing)
-    two = _cv.cv_search(X, y, key=jax.random.fold_in(key, 2), **opts)
-    np.testing.assert_allclose(rep.cv_auc[:, :, 2 * CV :], two.cv_auc, rtol=0, atol=1e-12)
-    assert not np.allclose(rep.cv_auc[:, :, CV : 2 * CV], one.cv_auc)  # fresh folds
-    per = rep.cv_auc.reshape(1, 2, 3, CV, len(LAMS)).mean(axis=2)  # each fold position's mean
-    np.testing.assert_allclose(rep.mean_auc, rep.cv_auc.mean(axis=2), rtol=0, atol=1e-15)
-    np.testing.assert_allclose(rep.se_auc, per.std(axis=2, ddof=1) / np.sqrt(CV), rtol=1e-12)
-    np.testing.assert_allclose(_cv.fold_auc(rep, (0, 1, 2)), per[0, 1, :, 2], rtol=1e-12)
-    with pytest.raises(ValueError, match="repeats"):
-        _cv.cv_search(X, y, key=key, repeats=0, **opts)
-
-
-@pytest.mark.parametrize(("repeats", "max_rows", "runs"), [
-    ("auto", 1000, None),  # 160 rows: the automatic repeats
-    ("auto", 100, 1),  # more rows than the automatic rule repeats
-    (2, 100, 2),  # as asked
-])  # fmt: skip
-def test_estimator_cv_repeats(data, monkeypatch, repeats, max_rows, runs):
-    from jaxrank.sklearn import _cv as sk_cv
-
-    monkeypatch.setattr(sk_cv, "AUTO_REPEATS_MAX_ROWS", max_rows)
-    runs = sk_cv.AUTO_REPEATS if runs is None else runs
-    X, y = data
-    est = _est(cv_repeats=repeats).fit(X, y)
-    splits = [k for k in est.cv_results_ if k.startswith("split")]
-    assert len(splits) == runs * CV and est.n_folds_ == CV
-    np.testing.assert_allclose(
-        est.cv_results_["mean_test_score"],
-        np.mean([est.cv_results_[k] for k in splits], axis=0), rtol=0, atol=1e-12,
-    )  # fmt: skip

@@ -32,8 +32,6 @@ from jaxrank.sklearn._base import (
 )
 
 __all__ = [
-    "AUTO_REPEATS",
-    "AUTO_REPEATS_MAX_ROWS",
     "DEFAULT_LAMS",
     "DEFAULT_SIGMA2_FACTORS",
     "KERNELS",
@@ -66,12 +64,6 @@ KERNELS = ("auto", "gaussian", "binary", "ard")
 #: (:func:`jaxrank._cv.paired_win`; docs/design.md §10: a two-valued measured column, as in
 #: KEEL's ecoli, is no one-hot dummy, and a bare win picked the binary kernel by chance).
 KERNEL_MARGIN_SE = 1.0
-
-#: ``cv_repeats="auto"``: a search on at most this many rows ...
-AUTO_REPEATS_MAX_ROWS = 1000
-#: ... runs its k-fold CV this many times on fresh folds (repeated CV: few rare rows per fold
-#: make a single run's table noisy, and such a search is cheap).
-AUTO_REPEATS = 3
 
 
 def _paired_gain(search_a, pick_a, search_b, pick_b) -> float:
@@ -155,9 +147,6 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         :func:`jaxrank._cv.search_edges`). ``False``: the grid as given.
       max_sigma2_factor, min_lam: the limits of ``extend_edges`` (defaults
         :data:`MAX_SIGMA2_FACTOR`, :data:`MIN_LAM`).
-      cv_repeats: runs of the k-fold CV, each on fresh stratified folds, the table their mean
-        (repeated CV; ``cv_results_`` has ``R·k`` splits). ``"auto"``: :data:`AUTO_REPEATS`
-        on at most :data:`AUTO_REPEATS_MAX_ROWS` training rows, else 1.
       feature_groups: ``(d,)`` group id of each column for ``kernel="ard"`` (e.g. the one-hot
         columns of one source variable share an id and a scale); default: one per column.
       search_engine: how the search fills its table: ``"fits"`` (the default: one fit per fold
@@ -219,7 +208,6 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
     min_lam: float = MIN_LAM
     feature_groups: Any = None
     search_engine: str = "fits"
-    cv_repeats: Any = "auto"
 
     def _grids(self):
         lams, _ = check_lam(DEFAULT_LAMS if self.lams is None else self.lams)
@@ -245,11 +233,6 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         cv = self.cv
         if isinstance(cv, bool) or not isinstance(cv, int | np.integer) or cv < 2:
             raise ValueError(f"cv must be an integer >= 2, got {cv!r}.")
-        rep = self.cv_repeats
-        if not (isinstance(rep, str) and rep == "auto") and (
-            isinstance(rep, bool) or not isinstance(rep, int | np.integer) or rep < 1
-        ):
-            raise ValueError(f"cv_repeats must be 'auto' or an integer >= 1, got {rep!r}.")
         _cv.auto_basis_size(1, 1, self.min_basis)  # checks min_basis
         return lams, fac, _cv.check_policies(self.basis)
 
@@ -293,11 +276,7 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         opts = dict(eps=self.eps, tol=self.tol, max_iter=self.max_iter, max_cg=self.max_cg,
                     dtype=self.dtype)  # fmt: skip
         tol = self.tol if self.search_tol is None else self.search_tol
-        repeats = self.cv_repeats
-        if repeats == "auto":
-            repeats = AUTO_REPEATS if X.shape[0] <= AUTO_REPEATS_MAX_ROWS else 1
-        sopts = dict(folds=folds, key=key, engine=self.search_engine, repeats=int(repeats),
-                     **{**opts, "tol": tol})  # fmt: skip
+        sopts = dict(folds=folds, key=key, engine=self.search_engine, **{**opts, "tol": tol})
         scales = binary if self.kernel == "binary" else None
         search, pick, heuristic = self._search(X, pos, scales, lams, fac, policies, sopts)
         self.kernel_choice_ = "binary" if scales is not None else "gaussian"
