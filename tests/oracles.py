@@ -123,7 +123,11 @@ def ranking_loss_oracle(s, pos, keep, w, seg, loss, d):
             ww = w[i] * w[j]
             pairs += ww
             z = s[i] - s[j]
-            if s[i] < s[j] + lo:
+            # written as s_i < s_j + lo, not z < lo: at s_j = +inf with no linear piece
+            # (lo = −inf) the sum is NaN and the test False, as that pair has no linear term
+            with np.errstate(invalid="ignore"):
+                linear = s[i] < s[j] + lo
+            if linear:
                 value += ww * (c - z)
                 g[i] -= ww
                 g[j] += ww
