@@ -649,7 +649,7 @@ def search_edges(
     opts = dict(policies=search.policies, folds=folds, key=key, scales=scales, **fit_kwargs)
     best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
     while True:
-        _b, s, j = pick
+        b, s, j = pick
         s2, lams = np.asarray(search.sigma2s), np.asarray(search.lams)
         if s2[s] >= s2.max() and s2.max() * sigma2_step <= max_sigma2 * (1 + 1e-9):
             ext = cv_search(X, pos, lams=lams, sigma2s=[s2.max() * sigma2_step],
@@ -680,7 +680,7 @@ def search_edges(
         else:
             return search, pick
         # the pick made before this step, found by its values in the merged table
-        before = (_b, int(np.flatnonzero(search.sigma2s == s2[s])[0]),
+        before = (b, int(np.flatnonzero(search.sigma2s == s2[s])[0]),
                   int(np.flatnonzero(search.lams == lams[j])[0]))  # fmt: skip
         pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
         new_best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
