@@ -114,9 +114,10 @@ EDGE_MIN_GAIN = 1e-3
 #: ... and by at least this many standard errors of the new pick's fold mean (few rare rows per
 #: fold: a noisy rise does not carry the search to the limit).
 EDGE_GAIN_SE = 1.0
-#: ... and a step that does not clear that bar leaves the pick where it was (its cells stay in
-#: the table): a rise inside the folds' noise is no reason to move (docs/design.md §10: at
-#: m = 3000 such a move to σ² = 64h, λ = 2⁻²⁰ made the search 1.5× slower, its refit 5×).
+#: ... and a step that does not clear that bar is dropped (the table and the pick stay those
+#: before it): a rise inside the folds' noise is no reason to move (docs/design.md §10: at
+#: m = 3000 such a move to σ² = 64h, λ = 2⁻²⁰ made the search 1.5× slower, its refit 5×), and a
+#: later choice on the table (the narrow extension's) must not find its cells either.
 EDGE_DISCARD_FAILED = True
 
 #: A search runs its fits (one per fold, basis and σ²) on this many threads: one fit's host
@@ -624,8 +625,9 @@ def search_edges(
     ``lam_step`` is searched for every σ² (each σ² with the floor it was searched with). The
     choice is made again on each merged table; a step counts only when it raised the rule's best
     score by at least ``max(min_gain, gain_se · se)``: then a further step may follow; otherwise
-    the search stops there and (``discard_failed``) the pick stays the one made before that step
-    (on a flat surface one step shows that the edge holds nothing better). The
+    the search stops there and (``discard_failed``) that step is dropped: the table and the pick
+    are those before it, its time counted (on a flat surface one step shows that the edge holds
+    nothing better). The rule's pick on the returned table is the returned pick. The
     large-λ end needs no extension: the CV curve is exactly flat there (docs/design.md §10).
     The narrow end has its own rule (:func:`search_narrower`).
 
@@ -638,8 +640,9 @@ def search_edges(
       sigma2_step, lam_step: the factors of one extension step (> 1).
       min_gain, gain_se: a step counts only when it raised the rule's best score by at least
         ``max(min_gain, gain_se · se)``, ``se`` the new pick's standard error.
-      discard_failed: a step that does not count leaves the pick where it was (``False``: the
-        pick moves to the merged table's best cell all the same).
+      discard_failed: a step that does not count is dropped from the table and leaves the pick
+        where it was (``False``: its cells stay and the pick moves to the merged table's best
+        cell all the same).
 
     Returns:
       ``(search, pick)``: the merged table and the pick on it.
@@ -650,6 +653,7 @@ def search_edges(
     best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
     while True:
         b, s, j = pick
+        prior = search
         s2, lams = np.asarray(search.sigma2s), np.asarray(search.lams)
         if s2[s] >= s2.max() and s2.max() * sigma2_step <= max_sigma2 * (1 + 1e-9):
             ext = cv_search(X, pos, lams=lams, sigma2s=[s2.max() * sigma2_step],
@@ -679,16 +683,16 @@ def search_edges(
             search = _merge(search, ext, "lam")
         else:
             return search, pick
-        # the pick made before this step, found by its values in the merged table
-        before = (b, int(np.flatnonzero(search.sigma2s == s2[s])[0]),
-                  int(np.flatnonzero(search.lams == lams[j])[0]))  # fmt: skip
         pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
         new_best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
         se = float(np.nan_to_num(search.se_auc[pick]))
         if new_best < best + max(min_gain, gain_se * se):
-            # a step that raised the score by less than its noise moves nothing: the cells it
-            # searched stay in the table, the pick stays where it was
-            return search, (before if discard_failed else pick)
+            if not discard_failed:
+                return search, pick
+            # a step that raised the score by less than its noise moves nothing: the table is
+            # the one before it (a later choice on the table, the narrow extension's, must not
+            # find its cells), its time counted; the pick is the one made before it
+            return prior._replace(fit_seconds=search.fit_seconds), (b, s, j)
         best = new_best
 
 

@@ -585,14 +585,51 @@ def test_search_edges_goes_on_only_while_the_edge_gains(
                                 min_lam=1.0, min_gain=min_gain, gain_se=1.0,
                                 discard_failed=discard, min_basis=16)  # fmt: skip
     assert len(searched) - 1 == steps
-    np.testing.assert_allclose(out.sigma2s, 4.0 ** np.arange(3 + steps))
+    # a step inside the noise is dropped from the table (a later choice on it, the narrow
+    # extension's, must not find its cells) and moves nothing
+    kept = 3 + (counted if discard else steps)
+    np.testing.assert_allclose(out.sigma2s, 4.0 ** np.arange(kept))
+    assert out.cv_auc.shape[1] == out.mean_auc.shape[1] == out.min_basis.size == kept
     best = _cv.choose(out.mean_auc, out.se_auc, out.lams, out.sigma2s, "smooth_mirror")
+    assert new == best  # the rule's pick on the returned table is the returned pick
+    assert best[1] == out.sigma2s.size - 1  # (the table's best cell is its widest row)
     if discard:
-        # the pick moved by the counted steps only; a step inside the noise moved nothing
         assert new == (0, 2 + counted, pick[2]) and out.sigma2s[new[1]] == 16.0 * 4.0**counted
-    else:
-        assert new == best
-    assert best[1] == out.sigma2s.size - 1  # (the merged table's best cell is the widest row)
+
+
+def test_a_dropped_edge_step_is_not_picked_by_the_narrow_extension(monkeypatch):
+    """The narrow extension re-chooses on the table it extends; a dropped edge step's cells must
+    not be there. On yeast-1-2-8-9_vs_7 (KEEL, split 3) the edge step to σ² = 64h did not count,
+    but the narrow extension's re-choice found its cell (64h, λ = 2⁻²⁰) all the same: test AUC
+    68.9 against 82.5 for the grid's pick."""
+    from jaxrank.kernels import sigma2_heuristic
+    from jaxrank.sklearn import RankRCClassifierCV
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 3))  # 512-2048 rows: the narrow extension may run
+    y = np.where(np.arange(600) % 10 == 0, 1, 0)
+    h = float(sigma2_heuristic(X))
+    searched = []
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        # rising slowly with σ² (0.003 per factor 4), flat in λ, one standard error 0.05: the
+        # step to 64h raises the mirror rule's best by 0.003, inside the noise; the narrowest
+        # σ² is within a standard error of the pick, so the narrow extension runs
+        s2 = np.asarray(sigma2s, np.float64)
+        searched.append(s2 / h)
+        m = 0.7 + 0.003 * np.log(s2 / h)[:, None] / np.log(4.0) + 0 * np.asarray(lams)[None, :]
+        m = np.broadcast_to(m[None], (len(policies), *m.shape))
+        cv = np.repeat(m[:, :, None, :], folds, axis=2)
+        return _cv.CVSearch(tuple(policies), np.full(len(policies), 60), s2,
+                            np.asarray(lams, np.float64), cv, m.copy(), 0.05 + 0 * m, 0.0,
+                            np.full(s2.size, min_basis))  # fmt: skip
+
+    monkeypatch.setattr(_cv, "cv_search", fake)
+    est = RankRCClassifierCV(random_state=0).fit(X, y)
+    steps = [tuple(np.round(s, 6)) for s in searched]
+    assert (64.0,) in steps and (0.25 / 16,) in steps  # the edge step, then the narrow one
+    assert est.best_params_["sigma2_factor"] == 16.0
+    assert 64.0 not in set(est.cv_results_["param_sigma2_factor"])
 
 
 def test_paired_win_asks_for_more_than_the_folds_noise():
