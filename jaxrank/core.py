@@ -89,9 +89,10 @@ class ImplicitSolve(NamedTuple):
       >>> B = X[jnp.flatnonzero(pos, size=20)]
       >>> def objective(lam, implicit):
       ...     return fit_core(X, pos, lam, B, sizes=(20, 180), implicit=implicit).coef.sum()
-      >>> g = jax.grad(objective)(0.01, ImplicitSolve(1e-4, 100, throw=True))  # converges
+      >>> grad = jax.jit(jax.grad(objective), static_argnums=1)  # the options are static
+      >>> g = grad(0.01, ImplicitSolve(1e-4, 100, throw=True))  # converges
       >>> try:  # one CG step cannot reach 1e-6 at a small λ
-      ...     jax.grad(objective)(1e-5, ImplicitSolve(1e-6, 1, throw=True))
+      ...     grad(1e-5, ImplicitSolve(1e-6, 1, throw=True))
       ... except (ValueError, RuntimeError) as err:
       ...     print(str(err).splitlines()[-1])
       ValueError: fit_core: the implicit solve did not reach tol=1e-06 in max_iter=1 CG steps ...

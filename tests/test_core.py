@@ -224,15 +224,27 @@ def test_implicit_derivative_matches_finite_differences(data, fd_reference, dtyp
     np.testing.assert_allclose(got, fd_reference, rtol=rtol)
 
 
+@pytest.fixture(scope="module")
+def single_fit_grads(data):
+    """The σ², ε and X[5, 2] derivatives of single-λ fits at λ = 0.01 and 0.1 (one jitted
+    program for both λ and both modes below: run op by op, each took ~10 s to dispatch)."""
+    X, pos = data
+    idx = np.flatnonzero(pos)
+    q = _quantity(jnp.float64, 1e-13)
+    g = jax.jit(jax.grad(lambda lam, *a: q(lam, *a, pos, idx), argnums=(1, 2, 3)))
+    args = (jnp.asarray(3.0), jnp.asarray(0.4), jnp.asarray(X))
+    single = [g(jnp.asarray(lam), *args) for lam in (0.01, 0.1)]
+    return np.asarray([[float(g[0]), float(g[1]), float(g[2][5, 2])] for g in single])
+
+
 @pytest.mark.parametrize("mode", ["grad", "jvp"])
-def test_implicit_derivative_of_a_lambda_grid_equals_single_fits(data, mode):
+def test_implicit_derivative_of_a_lambda_grid_equals_single_fits(data, single_fit_grads, mode):
     """λ as a grid (the core's own batch axis): each member's σ², ε and X derivatives equal
     those of its single-λ fit (found by a probe: an ε tangent reached the windows' custom_vmap
     and the grid's derivatives came out 10²-10⁴ times too large)."""
     X, pos = data
     idx = np.flatnonzero(pos)
     grid = jnp.asarray([0.01, 0.1])
-    q = _quantity(jnp.float64, 1e-13)
 
     def per_member(lams, s2, eps, Xa):
         r = core.fit_core(Xa, pos, lams, Xa[idx], kernel=Gaussian(s2), eps=eps, tol=1e-13,
@@ -241,9 +253,7 @@ def test_implicit_derivative_of_a_lambda_grid_equals_single_fits(data, mode):
         return val + r.info.objective + 1e-3 * jnp.sum(r.coef**2, axis=-1)
 
     args = (jnp.asarray(3.0), jnp.asarray(0.4), jnp.asarray(X))
-    single = [jax.grad(lambda *a, lam=lam: q(lam, *a, pos, idx), argnums=(0, 1, 2))(*args)
-              for lam in grid]  # fmt: skip
-    want = np.asarray([[float(g[0]), float(g[1]), float(g[2][5, 2])] for g in single])
+    want = single_fit_grads
     if mode == "grad":
         J = jax.jit(jax.jacrev(lambda *a: per_member(grid, *a), argnums=(0, 1, 2)))(*args)
         got = np.stack([J[0], J[1], J[2][:, 5, 2]], axis=1)
