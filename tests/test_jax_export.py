@@ -103,6 +103,32 @@ def test_fitted_model_is_an_exported_argument(dt):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * scale)
 
 
+def _other_models(dt):
+    X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
+    X = X.astype(dt)
+    return X, {
+        "push": jaxrank.fit_push(X, y, 2.0**-6, dtype=dt),
+        "mibc": jaxrank.fit_mibc(X, y, nu=0.5, covariance="diag", dtype=dt),
+        "dopmid": jaxrank.fit_dopmid(X, y, 1.0, dtype=dt),
+    }
+
+
+@F32_F64
+def test_push_mibc_dopmid_models_are_exported_arguments(dt):
+    # every registered model type, not only RankModel and L1Model: an argument of an exported
+    # scoring program, and returned by one unchanged
+    X, models = _other_models(dt)
+    Xj = jnp.asarray(X)
+    for name, model in models.items():
+        want = np.asarray(model.decision_function(X))
+        got = _roundtrip(lambda m, X: m.decision_function(X), model, Xj).call(model, Xj)
+        scale = float(np.max(np.abs(want)))
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * scale, err_msg=name)
+        back = _roundtrip(lambda m: m, model).call(model)
+        assert type(back) is type(model), name
+        np.testing.assert_array_equal(back.decision_function(X), want, err_msg=name)
+
+
 def test_ard_kernel_and_model_as_a_result():
     X, y = jaxrank.datasets.make_rare_class(200, 0.1, 0.75, seed=0)
     kern = jaxrank.kernels.ARDGaussian(2.0, jnp.linspace(0.5, 1.5, X.shape[1]))

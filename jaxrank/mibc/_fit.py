@@ -560,6 +560,7 @@ def _check_loaded_values(model: MIBCModel) -> None:
 
 
 _io.register_model("MIBCModel", MIBCModel, _to_arrays, _from_arrays)
-# its info by name: the annotation does not resolve while jaxrank.mibc, the module the class
-# names, is still importing
+# its info and its moments by name: the annotations do not resolve while jaxrank.mibc, the
+# module the class names, is still importing
 _io.register_export(MIBCInfo)
+_io.register_export(NegativeMoments)
