@@ -75,6 +75,7 @@ __all__ = [
     "narrow_candidate",
     "narrow_pick",
     "paired_win",
+    "pick_of",
     "policy_basis",
     "refit",
     "refit_basis",
@@ -114,10 +115,11 @@ EDGE_MIN_GAIN = 1e-3
 #: ... and by at least this many standard errors of the new pick's fold mean (few rare rows per
 #: fold: a noisy rise does not carry the search to the limit).
 EDGE_GAIN_SE = 1.0
-#: ... and a step that does not clear that bar is dropped (the table and the pick stay those
-#: before it): a rise inside the folds' noise is no reason to move (docs/design.md §10: at
-#: m = 3000 such a move to σ² = 64h, λ = 2⁻²⁰ made the search 1.5× slower, its refit 5×), and a
-#: later choice on the table (the narrow extension's) must not find its cells either.
+#: ... and a step that does not clear that bar is never picked (:attr:`CVSearch.where`): a rise
+#: inside the folds' noise is no reason to move there (docs/design.md §10: at m = 3000 such a
+#: move to σ² = 64h, λ = 2⁻²⁰ made the search 1.5× slower, its refit 5×), nor may a later choice
+#: on the table (the narrow extension's) find its cells; they still score their neighbours, so
+#: the pick is made again among the cells before the step with the old edge judged inside.
 EDGE_DISCARD_FAILED = True
 
 #: A search runs its fits (one per fold, basis and σ²) on this many threads: one fit's host
@@ -241,8 +243,11 @@ def _smooth_mirror(mean: np.ndarray) -> np.ndarray:
     noisier, more often maximal) cells than an interior one: :func:`_smooth_grid`'s corner box
     averages four cells, and on real data its maximum lands on the corner of the grid even where
     the CV surface peaks inside it (docs/choosing-a-model.md). The mirror weighs an edge cell's
-    inner neighbours twice: an edge wins only where the surface still rises towards it, which
-    is where the search extends the grid (:func:`search_edges`)."""
+    inner neighbours twice: along one axis, with ``e`` the edge cell, ``i`` its inner neighbour
+    and ``p`` the next, the edge beats ``i`` when ``i > p``, where the surface rises towards
+    the edge and also where it peaks at ``i``. At the wide σ² and small λ edges
+    :func:`search_edges` then searches past the edge; a step that finds nothing better leaves
+    its cells as data, so the old edge is judged as an inner cell (docs/design.md §10)."""
     S, L = mean.shape[-2:]
     mode = [(0, 0)] * (mean.ndim - 2) + [(1, 1) if S > 1 else (0, 0), (1, 1) if L > 1 else (0, 0)]
     pad = np.pad(mean, mode, mode="reflect")
@@ -259,7 +264,7 @@ def _rule_score(mean: np.ndarray, rule: str) -> np.ndarray:
     return smooth.get(rule, lambda a: a)(mean)
 
 
-def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
+def choose(mean, se, lams, sigma2s, rule: str = "max", where=None) -> tuple[int, int, int]:
     """The chosen ``(basis, σ², λ)`` index into a CV table of shape ``(B, S, L)``.
 
     Rules (docs/design.md §10): ``"max"`` the largest mean AUC; ``"one_se"`` the largest λ
@@ -275,6 +280,8 @@ def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
       mean, se: ``(B, S, L)`` mean held-out AUC and its standard error over the folds.
       lams: ``(L,)`` λ grid; ``sigma2s``: ``(S,)`` σ² values.
       rule: one of :data:`RULES`.
+      where: ``(B, S, L)`` bool, the cells that may be picked (``None``: all). The others still
+        count in their neighbours' smoothed scores (:attr:`CVSearch.where`).
 
     Returns:
       ``(b, s, l)``.
@@ -285,14 +292,17 @@ def choose(mean, se, lams, sigma2s, rule: str = "max") -> tuple[int, int, int]:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}.")
     if mean.ndim != 3 or np.isnan(mean).any():
         raise ValueError(f"the CV table must be a finite (B, S, L) array, got shape {mean.shape}.")
+    ok = np.ones(mean.shape, bool) if where is None else np.asarray(where, bool)
+    if ok.shape != mean.shape or not ok.any():
+        raise ValueError(f"where must be a {mean.shape} bool array with a True cell.")
     score = _rule_score(mean, rule)
-    best = score.max()
+    best = score[ok].max()
     if rule == "one_se":
-        b, s, j = np.unravel_index(np.argmax(mean), mean.shape)
-        cand = np.argwhere(mean >= mean[b, s, j] - se[b, s, j])
+        b, s, j = np.unravel_index(np.argmax(np.where(ok, mean, -np.inf)), mean.shape)
+        cand = np.argwhere((mean >= mean[b, s, j] - se[b, s, j]) & ok)
     else:
         # equal up to rounding of the fold means (a flat plateau is flat exactly in AUC)
-        cand = np.argwhere(score >= best - 1e-12)
+        cand = np.argwhere((score >= best - 1e-12) & ok)
     lam = np.asarray(lams, np.float64)[cand[:, 2]]
     s2 = np.asarray(sigma2s, np.float64)[cand[:, 1]]
     # lexsort: last key primary — larger λ, then larger σ², then the earlier basis
@@ -313,6 +323,10 @@ class CVSearch(NamedTuple):
       fit_seconds: wall time of the search (all fits and scorings, compilation included).
       min_basis: ``(S,)`` the auto basis floor each σ² was searched with (``None``: the
         ``min_basis`` of the call for every σ²); ``n_basis`` is the basis at the smallest.
+      where: ``(B, S, L)`` bool, the cells a rule may pick (``None``: every cell). An edge step
+        that did not count (:func:`search_edges`) leaves its cells here as ``False``: their
+        AUC still enters the smoothed scores of their neighbours, so the edge it probed is
+        judged as an inner cell, but they are never picked (:func:`pick_of`).
     """
 
     policies: tuple
@@ -324,6 +338,19 @@ class CVSearch(NamedTuple):
     se_auc: np.ndarray
     fit_seconds: float
     min_basis: np.ndarray | None = None
+    where: np.ndarray | None = None
+
+
+def pick_of(search: CVSearch, rule: str) -> tuple[int, int, int]:
+    """``rule``'s pick (:func:`choose`) on ``search``, among the cells of its ``where``."""
+    return choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule,
+                  where=search.where)  # fmt: skip
+
+
+def _where(search: CVSearch) -> np.ndarray:
+    """``search.where`` as a ``(B, S, L)`` bool array (``None``: every cell)."""
+    shape = np.shape(search.mean_auc)
+    return np.ones(shape, bool) if search.where is None else np.asarray(search.where, bool)
 
 
 def check_policies(policies) -> tuple:
@@ -438,7 +465,8 @@ def wants_narrower(
         return True
     if trigger_se is None:
         return False
-    score = _rule_score(np.asarray(search.mean_auc, np.float64), rule)
+    score = np.where(_where(search), _rule_score(np.asarray(search.mean_auc, np.float64), rule),
+                     -np.inf)  # fmt: skip
     gap = score[b, s, j] - score[:, int(np.argmin(s2)), :].max()
     return bool(gap <= trigger_se * float(np.nan_to_num(search.se_auc[b, s, j])))
 
@@ -497,6 +525,7 @@ def search_narrower(
     return search._replace(
         **{f: np.concatenate([getattr(ext, f), getattr(search, f)], axis=1)
            for f in ("cv_auc", "mean_auc", "se_auc")},
+        where=None if search.where is None else np.concatenate([_where(ext), search.where], 1),
         sigma2s=np.concatenate([ext.sigma2s, s2]),
         min_basis=np.concatenate([ext.min_basis, search.min_basis]),
         fit_seconds=search.fit_seconds + ext.fit_seconds,
@@ -572,7 +601,7 @@ def narrow_pick(
     Returns:
       ``(b, s, j)`` into the merged table.
     """
-    merged = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
+    merged = pick_of(search, rule)
     ref = (merged[0], merged[1] - n_new, merged[2]) if merged[1] >= n_new else tuple(base)
     return keep_narrower(search, ref, narrow_candidate(search, n_new), n_new, margin_se)
 
@@ -580,21 +609,25 @@ def narrow_pick(
 def _merge(search: CVSearch, ext: CVSearch, axis: str) -> CVSearch:
     """``search`` with ``ext``'s σ² rows (``axis="sigma2"``) or λ columns (``"lam"``) added,
     the merged axis sorted ascending (the neighbourhoods of the smoothing rules follow it)."""
+    masked = search.where is not None or ext.where is not None
     if axis == "sigma2":
         s2 = np.concatenate([search.sigma2s, ext.sigma2s])
         o = np.argsort(s2, kind="stable")
         cat = lambda f: np.concatenate([getattr(search, f), getattr(ext, f)], axis=1)[:, o]
+        where = np.concatenate([_where(search), _where(ext)], axis=1)[:, o] if masked else None
         return search._replace(
             cv_auc=cat("cv_auc"), mean_auc=cat("mean_auc"), se_auc=cat("se_auc"), sigma2s=s2[o],
+            where=where,
             min_basis=np.concatenate([search.min_basis, ext.min_basis])[o],
             fit_seconds=search.fit_seconds + ext.fit_seconds,
         )  # fmt: skip
     lams = np.concatenate([search.lams, ext.lams])
     o = np.argsort(lams, kind="stable")
     cat = lambda f: np.concatenate([getattr(search, f), getattr(ext, f)], axis=-1)[..., o]
+    where = np.concatenate([_where(search), _where(ext)], axis=-1)[..., o] if masked else None
     return search._replace(
         cv_auc=cat("cv_auc"), mean_auc=cat("mean_auc"), se_auc=cat("se_auc"), lams=lams[o],
-        fit_seconds=search.fit_seconds + ext.fit_seconds,
+        where=where, fit_seconds=search.fit_seconds + ext.fit_seconds,
     )  # fmt: skip
 
 
@@ -625,9 +658,13 @@ def search_edges(
     ``lam_step`` is searched for every σ² (each σ² with the floor it was searched with). The
     choice is made again on each merged table; a step counts only when it raised the rule's best
     score by at least ``max(min_gain, gain_se · se)``: then a further step may follow; otherwise
-    the search stops there and (``discard_failed``) that step is dropped: the table and the pick
-    are those before it, its time counted (on a flat surface one step shows that the edge holds
-    nothing better). The rule's pick on the returned table is the returned pick. The
+    the search stops there and (``discard_failed``) that step's cells are never picked
+    (:attr:`CVSearch.where`): they stay in the table as data, so the edge they lie past is now
+    judged by its true neighbours (under ``"smooth_mirror"`` an edge cell's box counts its inner
+    neighbour twice, which favours the edge wherever the surface peaks one step inside it), and
+    the pick is the rule's best among the cells before the step (on a flat surface one step
+    shows that the edge holds nothing better). The rule's pick on the returned table
+    (:func:`pick_of`) is the returned pick. The
     large-λ end needs no extension: the CV curve is exactly flat there (docs/design.md §10).
     The narrow end has its own rule (:func:`search_narrower`).
 
@@ -640,9 +677,9 @@ def search_edges(
       sigma2_step, lam_step: the factors of one extension step (> 1).
       min_gain, gain_se: a step counts only when it raised the rule's best score by at least
         ``max(min_gain, gain_se · se)``, ``se`` the new pick's standard error.
-      discard_failed: a step that does not count is dropped from the table and leaves the pick
-        where it was (``False``: its cells stay and the pick moves to the merged table's best
-        cell all the same).
+      discard_failed: a step that does not count is never picked; the pick is the rule's best
+        among the cells before it, scored on the merged table (``False``: the pick moves to the
+        merged table's best cell all the same).
 
     Returns:
       ``(search, pick)``: the merged table and the pick on it.
@@ -652,7 +689,7 @@ def search_edges(
     opts = dict(policies=search.policies, folds=folds, key=key, scales=scales, **fit_kwargs)
     best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
     while True:
-        b, s, j = pick
+        _, s, j = pick
         prior = search
         s2, lams = np.asarray(search.sigma2s), np.asarray(search.lams)
         if s2[s] >= s2.max() and s2.max() * sigma2_step <= max_sigma2 * (1 + 1e-9):
@@ -672,7 +709,7 @@ def search_edges(
                                                   mean_auc=part.mean_auc[..., :1],
                                                   se_auc=part.se_auc[..., :1])))  # fmt: skip
             shape = (*search.cv_auc.shape[:3], 1)
-            ext = search._replace(lams=np.asarray(new), cv_auc=np.empty(shape),
+            ext = search._replace(lams=np.asarray(new), cv_auc=np.empty(shape), where=None,
                                   mean_auc=np.empty((*shape[:2], 1)),
                                   se_auc=np.empty((*shape[:2], 1)), fit_seconds=0.0)  # fmt: skip
             for rows, part in parts:
@@ -683,16 +720,23 @@ def search_edges(
             search = _merge(search, ext, "lam")
         else:
             return search, pick
-        pick = choose(search.mean_auc, search.se_auc, search.lams, search.sigma2s, rule)
+        pick = pick_of(search, rule)
         new_best = _rule_score(np.asarray(search.mean_auc, np.float64), rule).max()
         se = float(np.nan_to_num(search.se_auc[pick]))
         if new_best < best + max(min_gain, gain_se * se):
             if not discard_failed:
                 return search, pick
-            # a step that raised the score by less than its noise moves nothing: the table is
-            # the one before it (a later choice on the table, the narrow extension's, must not
-            # find its cells), its time counted; the pick is the one made before it
-            return prior._replace(fit_seconds=search.fit_seconds), (b, s, j)
+            # a rise inside the noise is no reason to pick the new cells (nor may a later
+            # choice on the table, the narrow extension's, find them); but they are data: the
+            # edge they lie past is now judged as an inner cell, by its true neighbours rather
+            # than the rule's guess beyond the edge (the mirror's twice-counted inner cell)
+            ok = _where(search).copy()
+            if search.sigma2s.size > prior.sigma2s.size:
+                ok[:, np.isin(search.sigma2s, prior.sigma2s, invert=True)] = False
+            else:
+                ok[..., np.isin(search.lams, prior.lams, invert=True)] = False
+            search = search._replace(where=ok)
+            return search, pick_of(search, rule)
         best = new_best
 
 

@@ -424,6 +424,8 @@ def test_rare_class_sorting_first(data, fitted):
         ({"lams": (-1.0,)}, None, "λ|lam"),
         ({"min_basis": 0}, None, "min_basis"),
         ({"extend_sigma2": "yes"}, None, "extend_sigma2"),
+        ({"max_sigma2_factor": 0.0}, None, "max_sigma2_factor"),
+        ({"max_sigma2_factor": True}, None, "max_sigma2_factor"),
     ],
 )
 def test_estimator_errors(data, params, labels, match):
@@ -585,16 +587,95 @@ def test_search_edges_goes_on_only_while_the_edge_gains(
                                 min_lam=1.0, min_gain=min_gain, gain_se=1.0,
                                 discard_failed=discard, min_basis=16)  # fmt: skip
     assert len(searched) - 1 == steps
-    # a step inside the noise is dropped from the table (a later choice on it, the narrow
-    # extension's, must not find its cells) and moves nothing
-    kept = 3 + (counted if discard else steps)
+    # every step searched stays in the table as data ...
+    kept = 3 + steps
     np.testing.assert_allclose(out.sigma2s, 4.0 ** np.arange(kept))
     assert out.cv_auc.shape[1] == out.mean_auc.shape[1] == out.min_basis.size == kept
-    best = _cv.choose(out.mean_auc, out.se_auc, out.lams, out.sigma2s, "smooth_mirror")
-    assert new == best  # the rule's pick on the returned table is the returned pick
-    assert best[1] == out.sigma2s.size - 1  # (the table's best cell is its widest row)
+    assert new == _cv.pick_of(out, "smooth_mirror")  # the rule's pick on the returned table
     if discard:
+        # ... but a step inside the noise is never picked (nor by a later choice on the table,
+        # the narrow extension's), and on this rising surface the pick stays the old edge
+        failed = steps - counted
+        assert (
+            out.where is None
+            if not failed
+            else (out.where[:, : kept - failed].all() and not out.where[:, kept - failed :].any())
+        )
         assert new == (0, 2 + counted, pick[2]) and out.sigma2s[new[1]] == 16.0 * 4.0**counted
+    else:
+        assert out.where is None and new[1] == out.sigma2s.size - 1  # the widest row
+
+
+def test_a_failed_edge_step_judges_the_old_edge_as_an_inner_cell(monkeypatch):
+    """``"smooth_mirror"`` counts an edge cell's inner neighbour twice, so where the surface peaks
+    one step inside the grid the edge wins (KEEL vehicle1, split 0: the CV peaks at 4h, 0.929,
+    the widest 16h scores 0.891 and was picked; test AUC 91.6 against 93.9 at 4h). The step
+    past it finds nothing better and does not count, but it makes the old edge an inner cell:
+    its true neighbours then score it, and the pick moves inward."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 2))
+    pos = np.arange(40) < 8
+    # a plateau over 4 and 16 that ends past the grid: the mirror puts 16's inner neighbour
+    # in its box twice, (2·0.92 + 0.92)/3, and the widest row wins; the step finds 64 low
+    row = {1.0: 0.90, 4.0: 0.92, 16.0: 0.92, 64.0: 0.80}
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        s2 = np.asarray(sigma2s, np.float64)
+        m = np.array([row[v] for v in s2])[:, None] + 0 * np.asarray(lams)[None, :]
+        cv = np.repeat(m[None, :, None, :], folds, axis=2)
+        return _cv.CVSearch(
+            tuple(policies),
+            np.array([8]),
+            s2,
+            np.asarray(lams, np.float64),
+            cv,
+            m[None],
+            0.01 + 0 * m[None],
+            0.0,
+            np.full(s2.size, min_basis),
+        )
+
+    monkeypatch.setattr(_cv, "cv_search", fake)
+    lams = np.array([1.0, 4.0])
+    base = fake(X, pos, lams=lams, sigma2s=[1.0, 4.0, 16.0], policies=("auto",), folds=3,
+                key=None, min_basis=16)  # fmt: skip
+    pick = _cv.choose(base.mean_auc, base.se_auc, lams, base.sigma2s, "smooth_mirror")
+    assert base.sigma2s[pick[1]] == 16.0
+    for discard in (True, False):
+        out, new = _cv.search_edges(
+            X,
+            pos,
+            base,
+            pick,
+            folds=3,
+            key=None,
+            max_sigma2=256.0,
+            min_lam=1.0,
+            discard_failed=discard,
+            min_basis=16,
+        )
+        np.testing.assert_allclose(out.sigma2s, [1.0, 4.0, 16.0, 64.0])
+        # (the table before the step alone, as a dropped step left it, picks 16 again)
+        assert out.sigma2s[new[1]] == 4.0 and (out.where is None) != discard
+
+
+def test_choose_picks_only_where_allowed():
+    mean = np.array([[[0.70, 0.80, 0.90], [0.75, 0.78, 0.60]]])
+    se = np.full_like(mean, 0.01)
+    where = np.ones(mean.shape, bool)
+    where[0, 0, 2] = False
+    for rule, want in (("max", (0, 0, 1)), ("one_se", (0, 0, 1)), ("smooth", (0, 0, 1))):
+        assert _cv.choose(mean, se, [1, 2, 3], [1, 4], rule) == (0, 0, 2)
+        assert _cv.choose(mean, se, [1, 2, 3], [1, 4], rule, where=where) == want
+    # a masked cell still counts in its neighbours' smoothed scores
+    g = _cv._smooth_grid(mean)
+    assert _cv.choose(mean, se, [1, 2, 3], [1, 4], "smooth_grid", where=where) == tuple(
+        np.unravel_index(np.argmax(np.where(where, g, -1)), g.shape)
+    )
+    with pytest.raises(ValueError, match="where"):
+        _cv.choose(mean, se, [1, 2, 3], [1, 4], "max", where=np.zeros(mean.shape, bool))
+    with pytest.raises(ValueError, match="where"):
+        _cv.choose(mean, se, [1, 2, 3], [1, 4], "max", where=where[..., :2])
 
 
 def test_a_dropped_edge_step_is_not_picked_by_the_narrow_extension(monkeypatch):
@@ -629,7 +710,8 @@ def test_a_dropped_edge_step_is_not_picked_by_the_narrow_extension(monkeypatch):
     steps = [tuple(np.round(s, 6)) for s in searched]
     assert (64.0,) in steps and (0.25 / 16,) in steps  # the edge step, then the narrow one
     assert est.best_params_["sigma2_factor"] == 16.0
-    assert 64.0 not in set(est.cv_results_["param_sigma2_factor"])
+    # the step's cells are in the table (data), never picked
+    assert 64.0 in set(est.cv_results_["param_sigma2_factor"])
 
 
 def test_paired_win_asks_for_more_than_the_folds_noise():

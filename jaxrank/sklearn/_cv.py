@@ -143,9 +143,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         one step further (σ² × 4, λ / 4) up to ``max_sigma2_factor`` × the heuristic and
         ``min_lam``. A step counts only when it raised the rule's best score by at least one
         standard error of the pick: then a further step may follow; a step that does not count
-        ends the extension and is dropped: the table (``cv_results_``) and the pick are those
-        before it, its time counted in ``search_seconds_`` (:func:`jaxrank._cv.search_edges`).
-        ``False``: the grid as given.
+        ends the extension and is never picked, but its cells stay in the table
+        (``cv_results_``) as data: the edge it probed is then judged by its true neighbours,
+        and the pick is made again among the cells before the step
+        (:func:`jaxrank._cv.search_edges`). ``False``: the grid as given.
       max_sigma2_factor, min_lam: the limits of ``extend_edges`` (defaults
         :data:`MAX_SIGMA2_FACTOR`, :data:`MIN_LAM`).
       feature_groups: ``(d,)`` group id of each column for ``kernel="ard"`` (e.g. the one-hot
