@@ -187,9 +187,9 @@ they share the machine's load; the second is the slow one). A re-run of some met
 over the saved file: XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv
 svc-w --fresh --out bench/out/kw_new.json; python bench/keel_wide.py --merge bench/out/kw_new.json
 bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv alone,
-at commit bcc74f9's defaults, jaxrank from a git archive of it, PYTHONPATH=DIR, beside the saved
-baselines, the 2-core machine shared with a real_tabular run and a pytest run: its fit times
-compare neither runs nor methods)
+at commit 69432ca's defaults (a dropped edge step stays in the table, never picked), jaxrank
+from a git archive of it, PYTHONPATH=DIR, beside the saved baselines, on the shared 2-core machine:
+its fit times compare neither runs nor methods)
 
 small_lambda | Small λ in float32 on the paper's d = 5 data
 The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
@@ -211,11 +211,9 @@ the same with --sets wa_churn wa_churn-5pct SmokeBan SmokeBan-5pct --out bench/o
 side on the 2-core machine with a keel_wide run, so times compare methods within a run, split by
 split); the two files' sets merged, and the svc-w, xgb and logreg-w columns those of the run of
 2026-12-02T00:53 (the same splits), merged split by split (resume by --out). The latest, at
-commit bcc74f9 (the narrow extension no longer re-chooses a dropped edge step's cell; only sets of
-512 to 2048 training rows can change): the rankrc-cv and rankrc-ard results of CreditCard,
-CreditCard-5pct, Males-5pct and, as a control, CPS1985 removed from the saved file and run again
-with --sets CPS1985 CreditCard CreditCard-5pct Males-5pct --out on that file (CPS1985 came out
-identical, split by split)
+commit 69432ca (a dropped edge step stays in the table as data, never picked): every set's
+rankrc-cv and rankrc-ard results removed from the saved file and run again in one run with
+--out on that file, the 2-core machine shared for its first half hour with two keel_wide runs
 """
 
 
