@@ -9,9 +9,10 @@ them: on ``tests/test_buckets.py`` + ``tests/test_fit.py`` (one process, empty c
 86 s at the default level against 66 s at level 0. The level changes how fast the compiled code
 runs and, in the last bits, its rounding (no fused multiply-adds at level 0: a float32 doctest
 agreed to 8.4e-7 relative at the default level and 1.05e-6 at level 0), not what it computes:
-the oracle tests pass at both. The subprocesses that run the benches
-(``tests/_bench.py``) strip the flag again: they run as a user runs them, and so test the default
-level. A level set by the user in ``XLA_FLAGS`` is kept.
+the oracle tests pass at both. The subprocesses that run the scale and latency benches
+(``tests/_bench.py``, ``user_level=True``) strip the flag again: they run as a user runs them, and
+so test the default level; the other benches' smoke runs keep it. A level set by the user in
+``XLA_FLAGS`` is kept.
 """
 
 import gc

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("latency") / "latency.json"
-    return run_quick("latency", out, timeout=TIMEOUT)[0]
+    return run_quick("latency", out, timeout=TIMEOUT, user_level=True)[0]
 
 
 def _check_step(step):

@@ -21,7 +21,7 @@ def runs(tmp_path_factory):
     """Start the three quick runs at once; ``runs[name]()`` waits for one and returns
     ``(returncode, output, report, out_path)``."""
     tmp = tmp_path_factory.mktemp("bench")
-    wait, stop = start_quick(SCRIPTS, tmp, timeout=TIMEOUT)
+    wait, stop = start_quick(SCRIPTS, tmp, timeout=TIMEOUT, user_level=True)
     yield wait
     stop()
 
@@ -206,9 +206,10 @@ def test_roofline_times_the_block_as_the_fit_stores_it(monkeypatch):
     assert roofline.fit_layout(K, 2) is K  # fewer columns than DUAL_MIN_COLUMNS: one copy
 
 
-def test_session_compiles_at_level_0_and_benches_at_the_default(monkeypatch):
-    # conftest.py adds the flag for the test process (compile-bound); bench_env strips it again
-    # so the bench subprocesses compile as a user's run does, and keeps every other flag
+def test_session_compiles_at_level_0_and_scale_benches_at_the_default(monkeypatch):
+    # conftest.py adds the flag for the test process (compile-bound); bench_env(user_level=True)
+    # strips it again so the scale benches compile as a user's run does, and keeps every other
+    # flag; the smoke runs of the others keep it
     import os
 
     from _bench import TEST_XLA_FLAG, bench_env
@@ -216,6 +217,9 @@ def test_session_compiles_at_level_0_and_benches_at_the_default(monkeypatch):
     assert TEST_XLA_FLAG in os.environ["XLA_FLAGS"].split()
     monkeypatch.setenv("XLA_FLAGS", f"--xla_force_host_platform_device_count=2 {TEST_XLA_FLAG}")
     monkeypatch.setenv("JAX_ENABLE_X64", "1")
-    env = bench_env()
+    env = bench_env(user_level=True)
     assert env["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
     assert "JAX_ENABLE_X64" not in env
+    smoke = bench_env()
+    assert smoke["XLA_FLAGS"].split() == ["--xla_force_host_platform_device_count=2", TEST_XLA_FLAG]
+    assert "JAX_ENABLE_X64" not in smoke
