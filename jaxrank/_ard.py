@@ -180,9 +180,14 @@ def tune_scales(X, pos, *, held_rows, groups, base, policy_basis, sigma2, lam, k
     )  # fmt: skip
     labels = ("isotropic", "univariate") if start is None else ("start",)
     kept = labels[res.best_step] if res.best_step < len(labels) else "tuned"
-    log_s = np.asarray(res.params.log_scales, np.float64)
-    scales = (base * np.exp(log_s)[groups])[:d]
-    return scales, float(np.exp(np.float64(res.params.log_lam))), res, kept
+    if kept == "tuned":
+        log_s = np.asarray(res.params.log_scales, np.float64)
+        scales = (base * np.exp(log_s)[groups])[:d]
+        return scales, float(np.exp(np.float64(res.params.log_lam))), res, kept
+    # a start kept: its exact values, not the round trip through their logarithms in `dtype`
+    # (λ = 2⁻⁶ came back as 0.0156249998)
+    w = np.ones(w.size) if kept == "isotropic" else w
+    return (base * w[groups])[:d], lam, res, kept
 
 
 def start_weights(X, pos, groups, base) -> np.ndarray:

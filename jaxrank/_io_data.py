@@ -6,7 +6,8 @@ and the column (a missing file: ``FileNotFoundError``), so that the CLI can prin
 Nothing is standardised here: that is the CLI's job (docs/design.md §2).
 
 - CSV: the first row names the columns; ``target`` picks the label column by name or by
-  (0-based, possibly negative) index. Every other selected column must hold finite numbers.
+  (0-based, possibly negative) index. Every other selected column must hold finite numbers, or
+  ``True``/``False`` in every cell (read as 1/0: pandas writes bool columns so).
 - LIBSVM / svmlight: ``label idx:value idx:value ... [# comment]``; indices one-based unless
   some index is 0 (scikit-learn's ``zero_based="auto"`` rule); absent entries are 0.
 - ``.npz``: arrays ``X`` (2-D) and, for training, the label array (``y`` unless named otherwise).
@@ -143,11 +144,35 @@ def _column_index(header: list[str], target, path: str) -> int:
     return k % len(header)
 
 
+#: A column whose every cell is one of these (any case) reads as 0/1: pandas writes a bool
+#: column, such as ``get_dummies``' one-hot columns since pandas 2, as ``True``/``False``.
+_BOOL_CELLS = {"false": 0.0, "true": 1.0}
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def _parse_column(cells: np.ndarray, lines: np.ndarray, name: str, path: str) -> np.ndarray:
-    """Float64 values of one CSV column; errors name the line and the column."""
+    """Float64 values of one CSV column; errors name the line and the column. A column of
+    ``True``/``False`` cells (any case, every cell) reads as 1/0."""
     try:
         col = cells.astype(np.float64)
     except (ValueError, TypeError):
+        words = [str(c).strip().lower() for c in cells]
+        is_bool = [w in _BOOL_CELLS for w in words]
+        if all(is_bool):
+            return np.array([_BOOL_CELLS[w] for w in words], np.float64)
+        if any(is_bool) and not any(_is_number(w) for w in words):
+            i = is_bool.index(False)
+            what = "an empty cell (missing value)" if not words[i] else repr(str(cells[i]).strip())
+            raise ValueError(
+                f"{path} line {lines[i]}, column {name!r}: a True/False column holds {what}."
+            ) from None
         for i, cell in enumerate(cells):
             try:
                 float(cell)
@@ -190,7 +215,8 @@ def read_csv(
       FileNotFoundError: no such file.
       ValueError: no header, duplicate column names, unknown target or feature column, a row
         with the wrong number of fields, no data rows, or a feature cell that is not a finite
-        number (the message names the line and the column).
+        number (the message names the line and the column). A feature column whose every cell
+        is ``True`` or ``False`` (any case) reads as 1/0.
 
     Example:
       >>> import os, tempfile

@@ -297,6 +297,8 @@ def test_estimator_kernels_and_feature_scales():
         "isotropic",
         "univariate",
     )
+    if ard.ard_["kept"] == "start":  # the grid's own λ, not exp(log λ) (2⁻⁶ as 0.0156249998)
+        assert ard.best_params_["lam"] in kw["lams"].tolist()
     # one scale per group: the one-hot columns of one variable share the learned factor
     ratio = fs[4:] / (base if ard.kernel_choice_ == "binary" else iso).feature_scales_[4:]
     np.testing.assert_allclose(ratio / ratio[0], 1.0, rtol=1e-6)

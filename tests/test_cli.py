@@ -449,6 +449,39 @@ def test_csv_reader_matches_loadtxt(tmp_path):
     assert picked.y is None
 
 
+def test_csv_true_false_columns_read_as_0_1(tmp_path):
+    # pandas writes bool columns (get_dummies' one-hot columns since pandas 2) as True/False
+    rng = np.random.default_rng(3)
+    X, flag = rng.normal(size=(12, 2)), rng.random(12) < 0.5
+    words = np.where(flag, "True", "False").astype(object)
+    words[[1, 4]] = np.where(flag[[1, 4]], "TRUE", "false")  # any case
+    rows = [f"{a},{w},{b},{int(f)}" for (a, b), w, f in zip(X.tolist(), words, flag, strict=True)]
+    (tmp_path / "b.csv").write_text("a,flag,b,y\n" + "\n".join(rows) + "\n")
+    t = _io_data.read_csv(tmp_path / "b.csv", target="y")
+    np.testing.assert_array_equal(t.X, np.column_stack([X[:, 0], flag, X[:, 1]]))
+    # a True/False column with another cell, or an empty one, names the line; "True" in a
+    # numeric column is still no number
+    for cell, what in (("maybe", "holds 'maybe'"), ("", "holds an empty cell")):
+        bad = [*rows[:5], rows[5].replace(f",{words[5]},", f",{cell},"), *rows[6:]]
+        (tmp_path / "bad.csv").write_text("a,flag,b,y\n" + "\n".join(bad) + "\n")
+        with pytest.raises(ValueError, match=f"line 7, column 'flag': a True/False column {what}"):
+            _io_data.read_csv(tmp_path / "bad.csv", target="y")
+    (tmp_path / "mix.csv").write_text("a,y\n1.5,1\nTrue,0\n")
+    with pytest.raises(ValueError, match="line 3, column 'a': cannot read 'True' as a number"):
+        _io_data.read_csv(tmp_path / "mix.csv", target="y")
+
+
+def test_an_empty_label_is_missing_not_a_class(files, capsys, tmp_path):
+    labels = np.where(files["y"] == 1, "yes", "no").astype(object)
+    labels[6] = ""
+    _write_csv(tmp_path / "e.csv", files["X"], labels)
+    code, _, err = _run(["fit", tmp_path / "e.csv", "--target", "label", "--positive", "yes",
+                         "-o", tmp_path / "e.npz"], capsys)  # fmt: skip
+    assert code == 2
+    assert "the target column 'label' has 1 empty cell(s) (missing labels; the first in data " \
+        "row 7" in err, err  # fmt: skip
+
+
 def test_detect_format(tmp_path):
     (tmp_path / "a.data").write_text("1 1:0.5 3:2\n")
     (tmp_path / "b.data").write_text("x,y\n1,2\n")

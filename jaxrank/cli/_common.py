@@ -218,7 +218,15 @@ def rare_class(y, positive: str | None, where: str) -> tuple[np.ndarray, str, tu
     """
     from jaxrank._validation import check_binary_labels, label_vector
 
-    keys = label_keys(label_vector(y, where))
+    y = label_vector(y, where)
+    if y.dtype.kind == "U":  # CSV cells: an empty one is a missing label, not a third class
+        empty = np.flatnonzero(np.char.str_len(np.char.strip(y)) == 0)
+        if empty.size:
+            raise ValueError(
+                f"{where} has {empty.size} empty cell(s) (missing labels; the first in data row "
+                f"{empty[0] + 1}, the header not counted): drop those rows or label them."
+            )
+    keys = label_keys(y)
     classes = np.unique(keys)
     if positive is None:
         try:
