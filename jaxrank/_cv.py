@@ -50,6 +50,7 @@ __all__ = [
     "EDGE_GAIN_SE",
     "EDGE_LAM_STEP",
     "EDGE_MIN_GAIN",
+    "EDGE_MIN_SIGMA2_FACTOR",
     "EDGE_SIGMA2_STEP",
     "NARROW_MARGIN_SE",
     "NARROW_MAX_ROWS",
@@ -115,6 +116,11 @@ EDGE_MIN_GAIN = 1e-3
 #: ... and by at least this many standard errors of the new pick's fold mean (few rare rows per
 #: fold: a noisy rise does not carry the search to the limit).
 EDGE_GAIN_SE = 1.0
+#: ... and, on a set of more than :data:`NARROW_MAX_ROWS` rows (where the narrow extension does
+#: not run; its folds hold enough rare rows that a narrow cell is no lucky one), a pick at the
+#: narrowest σ² divides it by the same step, down to this multiple of the σ² heuristic (the
+#: narrow extension's reach, h/64) ...
+EDGE_MIN_SIGMA2_FACTOR = 1 / 64
 #: ... and a step that does not clear that bar is never picked (:attr:`CVSearch.where`): a rise
 #: inside the folds' noise is no reason to move there (docs/design.md §10: at m = 3000 such a
 #: move to σ² = 64h, λ = 2⁻²⁰ made the search 1.5× slower, its refit 5×), nor may a later choice
@@ -642,6 +648,7 @@ def search_edges(
     rule: str = "smooth_mirror",
     max_sigma2: float,
     min_lam: float,
+    min_sigma2: float | None = None,
     sigma2_step: float = EDGE_SIGMA2_STEP,
     lam_step: float = EDGE_LAM_STEP,
     min_gain: float = EDGE_MIN_GAIN,
@@ -654,8 +661,10 @@ def search_edges(
 
     While the rule's pick (:func:`choose`) is at the widest σ² searched and ``σ² · sigma2_step
     ≤ max_sigma2``, σ² = widest × ``sigma2_step`` is searched (same folds, ``key`` and basis
-    floor); while it is at the smallest λ and ``λ / lam_step ≥ min_lam``, λ = smallest /
-    ``lam_step`` is searched for every σ² (each σ² with the floor it was searched with). The
+    floor); while it is at the narrowest σ² and ``σ² / sigma2_step ≥ min_sigma2`` (``None``:
+    never), σ² = narrowest / ``sigma2_step`` likewise; while it is at the smallest λ and ``λ /
+    lam_step ≥ min_lam``, λ = smallest / ``lam_step`` is searched for every σ² (each σ² with the
+    floor it was searched with). The
     choice is made again on each merged table; a step counts only when it raised the rule's best
     score by at least ``max(min_gain, gain_se · se)``: then a further step may follow; otherwise
     the search stops there and (``discard_failed``) that step's cells are never picked
@@ -666,14 +675,16 @@ def search_edges(
     shows that the edge holds nothing better). The rule's pick on the returned table
     (:func:`pick_of`) is the returned pick. The
     large-λ end needs no extension: the CV curve is exactly flat there (docs/design.md §10).
-    The narrow end has its own rule (:func:`search_narrower`).
+    On sets of :data:`NARROW_MIN_ROWS` to :data:`NARROW_MAX_ROWS` rows the narrow end has its
+    own rule (:func:`search_narrower`: a larger basis, a margin).
 
     Args:
       X, y: the rows and labels searched; ``search``: the :func:`cv_search` table on them and
         ``pick`` its choice under ``rule``.
       folds, key, scales, **fit_kwargs: as passed to that :func:`cv_search` (``min_basis``
         included).
-      max_sigma2, min_lam: the limits (absolute values).
+      max_sigma2, min_lam, min_sigma2: the limits (absolute values; ``min_sigma2=None``: no
+        step below the narrowest σ²).
       sigma2_step, lam_step: the factors of one extension step (> 1).
       min_gain, gain_se: a step counts only when it raised the rule's best score by at least
         ``max(min_gain, gain_se · se)``, ``se`` the new pick's standard error.
@@ -694,6 +705,11 @@ def search_edges(
         s2, lams = np.asarray(search.sigma2s), np.asarray(search.lams)
         if s2[s] >= s2.max() and s2.max() * sigma2_step <= max_sigma2 * (1 + 1e-9):
             ext = cv_search(X, pos, lams=lams, sigma2s=[s2.max() * sigma2_step],
+                            min_basis=floor, **opts)  # fmt: skip
+            search = _merge(search, ext, "sigma2")
+        elif (min_sigma2 is not None and s2[s] <= s2.min()
+              and s2.min() / sigma2_step >= min_sigma2 * (1 - 1e-9)):  # fmt: skip
+            ext = cv_search(X, pos, lams=lams, sigma2s=[s2.min() / sigma2_step],
                             min_basis=floor, **opts)  # fmt: skip
             search = _merge(search, ext, "sigma2")
         elif lams[j] <= lams.min() and lams.min() / lam_step >= min_lam * (1 - 1e-9):

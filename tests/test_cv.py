@@ -714,6 +714,84 @@ def test_a_dropped_edge_step_is_not_picked_by_the_narrow_extension(monkeypatch):
     assert 64.0 in set(est.cv_results_["param_sigma2_factor"])
 
 
+def test_a_narrow_edge_steps_narrower_on_the_unit_step_logic(monkeypatch):
+    """The mirror image of the wide step: a pick at the narrowest σ² steps to σ² / 4 when
+    ``min_sigma2`` allows it; a step that finds nothing better is data, and the old edge,
+    judged by its true neighbours, gives way to the cell inside it."""
+    X = np.zeros((40, 2))
+    pos = np.arange(40) < 8
+    row = {0.25: 0.93, 1.0: 0.92, 4.0: 0.90, 0.0625: 0.80}
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        s2 = np.asarray(sigma2s, np.float64)
+        m = np.array([row[v] for v in s2])[:, None] + 0 * np.asarray(lams)[None, :]
+        cv = np.repeat(m[None, :, None, :], folds, axis=2)
+        return _cv.CVSearch(("auto",), np.array([8]), s2, np.asarray(lams, np.float64), cv,
+                            m[None], 0.001 + 0 * m[None], 0.0,
+                            np.full(s2.size, min_basis))  # fmt: skip
+
+    monkeypatch.setattr(_cv, "cv_search", fake)
+    lams = np.array([1.0, 4.0])
+    base = fake(X, pos, lams=lams, sigma2s=[0.25, 1.0, 4.0], policies=("auto",), folds=3,
+                key=None, min_basis=16)  # fmt: skip
+    pick = _cv.choose(base.mean_auc, base.se_auc, lams, base.sigma2s, "smooth_mirror")
+    assert base.sigma2s[pick[1]] == 0.25
+    edges = lambda **kw: _cv.search_edges(X, pos, base, pick, folds=3, key=None, max_sigma2=4.0,
+                                          min_lam=1.0, min_basis=16, **kw)  # fmt: skip
+    out, new = edges()  # no min_sigma2: the narrow end is left alone
+    assert out is base and new == pick
+    out, new = edges(min_sigma2=0.1)  # the limit: no step below it
+    assert out is base and new == pick
+    out, new = edges(min_sigma2=1 / 64)
+    np.testing.assert_allclose(out.sigma2s, [0.0625, 0.25, 1.0, 4.0])
+    assert out.sigma2s[new[1]] == 1.0 and not out.where[:, 0].any()
+    row[0.0625] = 0.99  # a step that counts is picked; the limit ends the steps
+    out, new = edges(min_sigma2=1 / 16)
+    np.testing.assert_allclose(out.sigma2s, [0.0625, 0.25, 1.0, 4.0])
+    assert out.sigma2s[new[1]] == 0.0625 and out.where is None
+
+
+@pytest.mark.parametrize("rows,extend,want", [(2100, True, True), (2100, False, False),
+                                              (600, True, False)])  # fmt: skip
+def test_the_estimator_steps_narrower_only_where_the_narrow_extension_does_not_run(
+    monkeypatch, rows, extend, want
+):
+    """More than NARROW_MAX_ROWS rows: a pick at the narrowest σ² steps to σ² / 4 down to
+    h/64 (EDGE_MIN_SIGMA2_FACTOR); 512 to 2048 rows keep the narrow extension (a 1024-row
+    floor, a margin) and no narrow edge step; ``extend_sigma2=False`` turns both off."""
+    from jaxrank.kernels import sigma2_heuristic
+    from jaxrank.sklearn import RankRCClassifierCV
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((rows, 3))
+    y = np.where(np.arange(rows) % 10 == 0, 1, 0)
+    h = float(sigma2_heuristic(X))
+    searched = []
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        # better the narrower, by 0.01 per factor 4, far outside the noise (se 0.001)
+        s2 = np.asarray(sigma2s, np.float64)
+        searched.append((tuple(np.round(s2 / h, 6)), min_basis))
+        m = 0.7 - 0.01 * np.log(s2 / h)[:, None] / np.log(4.0) + 0 * np.asarray(lams)[None, :]
+        m = np.broadcast_to(m[None], (len(policies), *m.shape))
+        cv = np.repeat(m[:, :, None, :], folds, axis=2)
+        return _cv.CVSearch(tuple(policies), np.full(len(policies), 60), s2,
+                            np.asarray(lams, np.float64), cv, m.copy(), 0.001 + 0 * m, 0.0,
+                            np.full(s2.size, min_basis))  # fmt: skip
+
+    monkeypatch.setattr(_cv, "cv_search", fake)
+    est = RankRCClassifierCV(random_state=0, kernel="gaussian", extend_sigma2=extend).fit(X, y)
+    floor = est.min_basis
+    narrow_steps = [s for s, f in searched if s in ((0.0625,), (0.015625,)) and f == floor]
+    if want:
+        assert narrow_steps == [(0.0625,), (0.015625,)]  # to the limit h/64, then no further
+        assert est.best_params_["sigma2_factor"] == 0.015625
+    else:
+        assert narrow_steps == []
+        # 512-2048 rows: the narrow extension's own step instead (h/64, a 1024-row floor)
+        assert (((0.015625,), _cv.NARROW_MIN_BASIS) in searched) == (extend and rows <= 2048)
+
+
 def test_paired_win_asks_for_more_than_the_folds_noise():
     b = np.full(5, 0.8)
     assert not _cv.paired_win(b, b, 0.0)  # a tie is no win

@@ -124,8 +124,11 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         merged table; the best narrow cell (judged by ``"smooth_grid"`` whatever ``rule``) is
         kept only if it beats that pick on the same folds by more than one standard error of
         the paired differences (:func:`jaxrank._cv.search_narrower`,
-        :func:`jaxrank._cv.narrow_pick`; measured in docs/design.md §10).
-        ``False``: the σ² grid as given.
+        :func:`jaxrank._cv.narrow_pick`; measured in docs/design.md §10). On a set of more
+        rows, whose folds hold rare rows enough that a narrow cell is no lucky one, a pick at
+        the narrowest σ² is an edge of ``extend_edges`` instead (σ² / 4 per step, down to
+        :data:`jaxrank._cv.EDGE_MIN_SIGMA2_FACTOR` × the heuristic, h/64). ``False``: the σ²
+        grid's narrow end as given.
       kernel: ``"auto"`` (default): the plain Gaussian on X as given and, where X has a column
         with two distinct values off the unit spread, also the binary-aware Gaussian
         (:func:`jaxrank.kernels.binary_scales`: such a column, a one-hot dummy standardised or
@@ -139,11 +142,12 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
         of a held-out smoothed AUC, shrunk toward the isotropic kernel, the step judged on a
         fold the gradient never saw (:mod:`jaxrank.tune`; docs/choosing-a-model.md says when
         it pays).
-      extend_edges: while the pick lies on the widest σ² or the smallest λ searched, search
-        one step further (σ² × 4, λ / 4) up to ``max_sigma2_factor`` × the heuristic and
-        ``min_lam``. A step counts only when it raised the rule's best score by at least one
-        standard error of the pick: then a further step may follow; a step that does not count
-        ends the extension and is never picked, but its cells stay in the table
+      extend_edges: while the pick lies on the widest σ² or the smallest λ searched (or, on a
+        set of more than 2048 rows with ``extend_sigma2``, the narrowest σ²), search one step
+        further (σ² × 4, λ / 4, σ² / 4) up to ``max_sigma2_factor`` × the heuristic,
+        ``min_lam`` and h/64. A step counts only when it raised the rule's best score by at
+        least one standard error of the pick: then a further step may follow; a step that does
+        not count ends the extension and is never picked, but its cells stay in the table
         (``cv_results_``) as data: the edge it probed is then judged by its true neighbours,
         and the pick is made again among the cells before the step
         (:func:`jaxrank._cv.search_edges`). ``False``: the grid as given.
@@ -339,6 +343,8 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
             search, pick = _cv.search_edges(
                 X, pos, search, pick, rule=self.rule, min_basis=self.min_basis,
                 max_sigma2=float(self.max_sigma2_factor) * heuristic, min_lam=self.min_lam,
+                min_sigma2=_cv.EDGE_MIN_SIGMA2_FACTOR * heuristic
+                if self.extend_sigma2 and pos.size > _cv.NARROW_MAX_ROWS else None,
                 **sopts,
             )  # fmt: skip
         if self.extend_sigma2:
