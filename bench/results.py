@@ -189,7 +189,9 @@ svc-w --fresh --out bench/out/kw_new.json; python bench/keel_wide.py --merge ben
 bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv alone,
 at commit 69432ca's defaults (a dropped edge step stays in the table, never picked), jaxrank
 from a git archive of it, PYTHONPATH=DIR, beside the saved baselines, on the shared 2-core machine:
-its fit times compare neither runs nor methods)
+its fit times compare neither runs nor methods; then the six sets of more than 2048 training
+rows, the only ones commit e7a34c5 (a narrow edge step there) can change, with --sets, merged
+over it the same way)
 
 small_lambda | Small λ in float32 on the paper's d = 5 data
 The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
@@ -213,7 +215,10 @@ split); the two files' sets merged, and the svc-w, xgb and logreg-w columns thos
 2026-12-02T00:53 (the same splits), merged split by split (resume by --out). The latest, at
 commit 69432ca (a dropped edge step stays in the table as data, never picked): every set's
 rankrc-cv and rankrc-ard results removed from the saved file and run again in one run with
---out on that file, the 2-core machine shared for its first half hour with two keel_wide runs
+--out on that file, the 2-core machine shared for its first half hour with two keel_wide runs;
+then, at commit e7a34c5 (a narrow edge step on sets of more than 2048 rows), the same for the six
+sets whose pick reached the narrowest σ² on some split (Males, ResumeNames, Arrests,
+Arrests-5pct, wa_churn-5pct, SmokeBan-5pct; --sets), the others unchanged by it
 """
 
 
