@@ -606,40 +606,43 @@ def test_search_edges_goes_on_only_while_the_edge_gains(
         assert out.where is None and new[1] == out.sigma2s.size - 1  # the widest row
 
 
+def _row_search(row: dict, se: float):
+    """A stand-in for ``cv_search``: the mean AUC ``row[σ²]`` at every λ, fold and basis, one
+    standard error ``se`` (``row`` is read at each call, so a test may change it)."""
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        s2 = np.asarray(sigma2s, np.float64)
+        m = np.array([row[v] for v in s2])[:, None] + 0 * np.asarray(lams)[None, :]
+        cv = np.repeat(m[None, :, None, :], folds, axis=2)
+        return _cv.CVSearch(tuple(policies), np.array([8]), s2, np.asarray(lams, np.float64),
+                            cv, m[None], se + 0 * m[None], 0.0,
+                            np.full(s2.size, min_basis))  # fmt: skip
+
+    return fake
+
+
+def _row_table(monkeypatch, row: dict, se: float, sigma2s):
+    """``cv_search`` replaced by :func:`_row_search`; ``(X, pos, table, its "smooth_mirror"
+    pick)`` on ``sigma2s`` (40 rows, 8 rare, λ ∈ {1, 4}, 3 folds)."""
+    X, pos, lams = np.zeros((40, 2)), np.arange(40) < 8, np.array([1.0, 4.0])
+    fake = _row_search(row, se)
+    monkeypatch.setattr(_cv, "cv_search", fake)
+    base = fake(X, pos, lams=lams, sigma2s=sigma2s, policies=("auto",), folds=3, key=None,
+                min_basis=16)  # fmt: skip
+    return X, pos, base, _cv.choose(base.mean_auc, base.se_auc, lams, base.sigma2s,
+                                          "smooth_mirror")  # fmt: skip
+
+
 def test_a_failed_edge_step_judges_the_old_edge_as_an_inner_cell(monkeypatch):
     """``"smooth_mirror"`` counts an edge cell's inner neighbour twice, so where the surface peaks
     one step inside the grid the edge wins (KEEL vehicle1, split 0: the CV peaks at 4h, 0.929,
     the widest 16h scores 0.891 and was picked; test AUC 91.6 against 93.9 at 4h). The step
     past it finds nothing better and does not count, but it makes the old edge an inner cell:
     its true neighbours then score it, and the pick moves inward."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((40, 2))
-    pos = np.arange(40) < 8
     # a plateau over 4 and 16 that ends past the grid: the mirror puts 16's inner neighbour
     # in its box twice, (2·0.92 + 0.92)/3, and the widest row wins; the step finds 64 low
     row = {1.0: 0.90, 4.0: 0.92, 16.0: 0.92, 64.0: 0.80}
-
-    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
-        s2 = np.asarray(sigma2s, np.float64)
-        m = np.array([row[v] for v in s2])[:, None] + 0 * np.asarray(lams)[None, :]
-        cv = np.repeat(m[None, :, None, :], folds, axis=2)
-        return _cv.CVSearch(
-            tuple(policies),
-            np.array([8]),
-            s2,
-            np.asarray(lams, np.float64),
-            cv,
-            m[None],
-            0.01 + 0 * m[None],
-            0.0,
-            np.full(s2.size, min_basis),
-        )
-
-    monkeypatch.setattr(_cv, "cv_search", fake)
-    lams = np.array([1.0, 4.0])
-    base = fake(X, pos, lams=lams, sigma2s=[1.0, 4.0, 16.0], policies=("auto",), folds=3,
-                key=None, min_basis=16)  # fmt: skip
-    pick = _cv.choose(base.mean_auc, base.se_auc, lams, base.sigma2s, "smooth_mirror")
+    X, pos, base, pick = _row_table(monkeypatch, row, 0.01, [1.0, 4.0, 16.0])
     assert base.sigma2s[pick[1]] == 16.0
     for discard in (True, False):
         out, new = _cv.search_edges(
@@ -678,6 +681,24 @@ def test_choose_picks_only_where_allowed():
         _cv.choose(mean, se, [1, 2, 3], [1, 4], "max", where=where[..., :2])
 
 
+def _slope_search(h: float, slope: float, se: float, searched: list):
+    """A stand-in for ``cv_search``: mean AUC 0.7 + ``slope`` per factor 4 of σ² / ``h``, flat
+    in λ, one standard error ``se``; appends ``(σ² / h, min_basis)`` of each call to
+    ``searched``."""
+
+    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
+        s2 = np.asarray(sigma2s, np.float64)
+        searched.append((tuple(np.round(s2 / h, 6)), min_basis))
+        m = 0.7 + slope * np.log(s2 / h)[:, None] / np.log(4.0) + 0 * np.asarray(lams)[None, :]
+        m = np.broadcast_to(m[None], (len(policies), *m.shape))
+        cv = np.repeat(m[:, :, None, :], folds, axis=2)
+        return _cv.CVSearch(tuple(policies), np.full(len(policies), 60), s2,
+                            np.asarray(lams, np.float64), cv, m.copy(), se + 0 * m, 0.0,
+                            np.full(s2.size, min_basis))  # fmt: skip
+
+    return fake
+
+
 def test_a_dropped_edge_step_is_not_picked_by_the_narrow_extension(monkeypatch):
     """The narrow extension re-chooses on the table it extends; a dropped edge step's cells must
     not be there. On yeast-1-2-8-9_vs_7 (KEEL, split 3) the edge step to σ² = 64h did not count,
@@ -692,22 +713,12 @@ def test_a_dropped_edge_step_is_not_picked_by_the_narrow_extension(monkeypatch):
     h = float(sigma2_heuristic(X))
     searched = []
 
-    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
-        # rising slowly with σ² (0.003 per factor 4), flat in λ, one standard error 0.05: the
-        # step to 64h raises the mirror rule's best by 0.003, inside the noise; the narrowest
-        # σ² is within a standard error of the pick, so the narrow extension runs
-        s2 = np.asarray(sigma2s, np.float64)
-        searched.append(s2 / h)
-        m = 0.7 + 0.003 * np.log(s2 / h)[:, None] / np.log(4.0) + 0 * np.asarray(lams)[None, :]
-        m = np.broadcast_to(m[None], (len(policies), *m.shape))
-        cv = np.repeat(m[:, :, None, :], folds, axis=2)
-        return _cv.CVSearch(tuple(policies), np.full(len(policies), 60), s2,
-                            np.asarray(lams, np.float64), cv, m.copy(), 0.05 + 0 * m, 0.0,
-                            np.full(s2.size, min_basis))  # fmt: skip
-
-    monkeypatch.setattr(_cv, "cv_search", fake)
+    # rising slowly with σ² (0.003 per factor 4), flat in λ, one standard error 0.05: the
+    # step to 64h raises the mirror rule's best by 0.003, inside the noise; the narrowest
+    # σ² is within a standard error of the pick, so the narrow extension runs
+    monkeypatch.setattr(_cv, "cv_search", _slope_search(h, 0.003, 0.05, searched))
     est = RankRCClassifierCV(random_state=0).fit(X, y)
-    steps = [tuple(np.round(s, 6)) for s in searched]
+    steps = [s for s, _ in searched]
     assert (64.0,) in steps and (0.25 / 16,) in steps  # the edge step, then the narrow one
     assert est.best_params_["sigma2_factor"] == 16.0
     # the step's cells are in the table (data), never picked
@@ -718,23 +729,8 @@ def test_a_narrow_edge_steps_narrower_on_the_unit_step_logic(monkeypatch):
     """The mirror image of the wide step: a pick at the narrowest σ² steps to σ² / 4 when
     ``min_sigma2`` allows it; a step that finds nothing better is data, and the old edge,
     judged by its true neighbours, gives way to the cell inside it."""
-    X = np.zeros((40, 2))
-    pos = np.arange(40) < 8
     row = {0.25: 0.93, 1.0: 0.92, 4.0: 0.90, 0.0625: 0.80}
-
-    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
-        s2 = np.asarray(sigma2s, np.float64)
-        m = np.array([row[v] for v in s2])[:, None] + 0 * np.asarray(lams)[None, :]
-        cv = np.repeat(m[None, :, None, :], folds, axis=2)
-        return _cv.CVSearch(("auto",), np.array([8]), s2, np.asarray(lams, np.float64), cv,
-                            m[None], 0.001 + 0 * m[None], 0.0,
-                            np.full(s2.size, min_basis))  # fmt: skip
-
-    monkeypatch.setattr(_cv, "cv_search", fake)
-    lams = np.array([1.0, 4.0])
-    base = fake(X, pos, lams=lams, sigma2s=[0.25, 1.0, 4.0], policies=("auto",), folds=3,
-                key=None, min_basis=16)  # fmt: skip
-    pick = _cv.choose(base.mean_auc, base.se_auc, lams, base.sigma2s, "smooth_mirror")
+    X, pos, base, pick = _row_table(monkeypatch, row, 0.001, [0.25, 1.0, 4.0])
     assert base.sigma2s[pick[1]] == 0.25
     edges = lambda **kw: _cv.search_edges(X, pos, base, pick, folds=3, key=None, max_sigma2=4.0,
                                           min_lam=1.0, min_basis=16, **kw)  # fmt: skip
@@ -768,18 +764,8 @@ def test_the_estimator_steps_narrower_only_where_the_narrow_extension_does_not_r
     h = float(sigma2_heuristic(X))
     searched = []
 
-    def fake(X, pos, *, lams, sigma2s, policies, folds, key, min_basis, scales=None, **kw):
-        # better the narrower, by 0.01 per factor 4, far outside the noise (se 0.001)
-        s2 = np.asarray(sigma2s, np.float64)
-        searched.append((tuple(np.round(s2 / h, 6)), min_basis))
-        m = 0.7 - 0.01 * np.log(s2 / h)[:, None] / np.log(4.0) + 0 * np.asarray(lams)[None, :]
-        m = np.broadcast_to(m[None], (len(policies), *m.shape))
-        cv = np.repeat(m[:, :, None, :], folds, axis=2)
-        return _cv.CVSearch(tuple(policies), np.full(len(policies), 60), s2,
-                            np.asarray(lams, np.float64), cv, m.copy(), 0.001 + 0 * m, 0.0,
-                            np.full(s2.size, min_basis))  # fmt: skip
-
-    monkeypatch.setattr(_cv, "cv_search", fake)
+    # better the narrower, by 0.01 per factor 4, far outside the noise (se 0.001)
+    monkeypatch.setattr(_cv, "cv_search", _slope_search(h, -0.01, 0.001, searched))
     est = RankRCClassifierCV(random_state=0, kernel="gaussian", extend_sigma2=extend).fit(X, y)
     floor = est.min_basis
     narrow_steps = [s for s, f in searched if s in ((0.0625,), (0.015625,)) and f == floor]
