@@ -703,14 +703,17 @@ def search_edges(
         _, s, j = pick
         prior = search
         s2, lams = np.asarray(search.sigma2s), np.asarray(search.lams)
-        if s2[s] >= s2.max() and s2.max() * sigma2_step <= max_sigma2 * (1 + 1e-9):
-            ext = cv_search(X, pos, lams=lams, sigma2s=[s2.max() * sigma2_step],
-                            min_basis=floor, **opts)  # fmt: skip
-            search = _merge(search, ext, "sigma2")
+        wider = s2.max() * sigma2_step
+        narrower = s2.min() / sigma2_step
+        if s2[s] >= s2.max() and wider <= max_sigma2 * (1 + 1e-9):
+            step = wider
         elif (min_sigma2 is not None and s2[s] <= s2.min()
-              and s2.min() / sigma2_step >= min_sigma2 * (1 - 1e-9)):  # fmt: skip
-            ext = cv_search(X, pos, lams=lams, sigma2s=[s2.min() / sigma2_step],
-                            min_basis=floor, **opts)  # fmt: skip
+              and narrower >= min_sigma2 * (1 - 1e-9)):  # fmt: skip
+            step = narrower
+        else:
+            step = None
+        if step is not None:
+            ext = cv_search(X, pos, lams=lams, sigma2s=[step], min_basis=floor, **opts)
             search = _merge(search, ext, "sigma2")
         elif lams[j] <= lams.min() and lams.min() / lam_step >= min_lam * (1 - 1e-9):
             new = [lams.min() / lam_step]

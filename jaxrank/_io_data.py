@@ -173,15 +173,11 @@ def _parse_column(cells: np.ndarray, lines: np.ndarray, name: str, path: str) ->
             raise ValueError(
                 f"{path} line {lines[i]}, column {name!r}: a True/False column holds {what}."
             ) from None
-        for i, cell in enumerate(cells):
-            try:
-                float(cell)
-            except ValueError:
-                what = "an empty cell (missing value)" if not cell.strip() else repr(str(cell))
-                raise ValueError(
-                    f"{path} line {lines[i]}, column {name!r}: cannot read {what} as a number."
-                ) from None
-        raise  # pragma: no cover - some cell must have failed above
+        i = next(i for i, cell in enumerate(cells) if not _is_number(cell))
+        what = "an empty cell (missing value)" if not cells[i].strip() else repr(str(cells[i]))
+        raise ValueError(
+            f"{path} line {lines[i]}, column {name!r}: cannot read {what} as a number."
+        ) from None
     bad = np.flatnonzero(~np.isfinite(col))
     if bad.size:
         i = bad[0]
