@@ -40,6 +40,7 @@ fit returns, from process 0 only.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import dataclasses
 import functools
@@ -949,34 +950,58 @@ class announcing_failure:
 
 
 _POLL_SECONDS = 0.5
-_watchdog: dict[str, Any] = {"thread": None}
+_watchdog: dict[str, Any] = {"thread": None, "stop": None, "silence": 0.0}
 
 
-def _start_watchdog(bound: float) -> None:
-    """One daemon thread per process: ends this process, naming the fault, when another process
-    announced a failure (:class:`announcing_failure`) or the coordination service stops
-    answering for ``bound`` seconds (process 0 killed or stopped)."""
-    if _watchdog["thread"] is not None:
-        return
-    t = threading.Thread(target=_watch, args=(bound,), name="jaxrank-fault-watchdog", daemon=True)
-    _watchdog["thread"] = t
-    t.start()
-
-
-def _watch(bound: float) -> None:
-    me = jax.process_index()
+def _silence(bound: float) -> float:
     # the runtime ends a process whose heartbeat RPC to a silent coordinator timed out, with a
     # message that names no process: its RPC deadline is half the bound and a heartbeat can be
     # sent just as the coordinator stops, so the runtime may end this process ~bound/2 s after
     # the stop. Name it first: one ask starts at most _POLL_SECONDS after the stop and is given
     # up after `silence` s counted from its start (0.3 * bound + 0.5 < bound / 2 from 5 s up)
-    silence = max(1.5, 0.3 * bound)
-    while True:
-        time.sleep(_POLL_SECONDS)
+    return max(1.5, 0.3 * bound)
+
+
+def _start_watchdog(bound: float) -> None:
+    """One daemon thread per process: ends this process, naming the fault, when another process
+    announced a failure (:class:`announcing_failure`) or the coordination service stops
+    answering for ``bound`` seconds (process 0 killed or stopped). Stopped at exit
+    (:func:`_stop_watchdog`)."""
+    if _watchdog["thread"] is not None:
+        return
+    stop = threading.Event()
+    t = threading.Thread(target=_watch, args=(bound, stop), name="jaxrank-fault-watchdog",
+                         daemon=True)  # fmt: skip
+    _watchdog.update(thread=t, stop=stop, silence=_silence(bound))
+    t.start()
+    # registered after JAX's own exit hook (jax._src.api.clean_up, which shuts the runtime
+    # down), so it runs first
+    atexit.register(_stop_watchdog)
+
+
+def _stop_watchdog() -> None:
+    """End the watchdog and wait for its question in flight. A daemon thread still inside the
+    runtime's RPC when the interpreter finalizes is unwound by force through C++ frames that
+    do not allow it: the process aborts ("FATAL: exception not rethrown", SIGABRT) after its
+    work is done, and the job fails (seen once in a 4-process test run)."""
+    t, stop = _watchdog["thread"], _watchdog["stop"]
+    if t is None:
+        return
+    stop.set()
+    t.join(_watchdog["silence"] + 2 * _POLL_SECONDS)
+    _watchdog.update(thread=None, stop=None)
+
+
+def _watch(bound: float, stop: threading.Event) -> None:
+    me = jax.process_index()
+    silence = _silence(bound)
+    while not stop.wait(_POLL_SECONDS):
         client = _client()
         if client is None:  # jax.distributed.shutdown(): the job is over
             return
         failed, ok = _ask(lambda c=client: c.key_value_dir_get(_FAILED_DIR), silence)
+        if stop.is_set():  # the process is exiting: its work is done, whatever the answer
+            return
         if not ok:
             if _client() is None:  # shut down while asking
                 return
