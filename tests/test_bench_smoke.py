@@ -223,3 +223,21 @@ def test_session_compiles_at_level_0_and_scale_benches_at_the_default(monkeypatc
     smoke = bench_env()
     assert smoke["XLA_FLAGS"].split() == ["--xla_force_host_platform_device_count=2", TEST_XLA_FLAG]
     assert "JAX_ENABLE_X64" not in smoke
+
+
+def test_compile_times_finds_the_fit_programs_where_they_are_called(monkeypatch):
+    """``bench/compile_times.py`` finds jaxrank's jitted functions instead of naming them: the
+    solver's program, defined in ``jaxrank._fitting._block`` and called from ``_rows``, is
+    wrapped where it is called (a name table had gone stale there, and the bench measured only
+    the kernels' programs)."""
+    monkeypatch.setenv("JAXRANK_NO_COMPILATION_CACHE", "1")  # the bench's own default, restored
+    ct = _import_bench("compile_times", monkeypatch)
+    from jaxrank._fitting import _block, _rows
+
+    found = ct.entry_points()
+    fn, holders = found["jaxrank._fitting._block.fit_block"]
+    assert fn is _block.fit_block and (_rows, "fit_block") in holders
+    assert found["jaxrank._fitting._block.fit_block_low_effort"][0] is _block.fit_block_low_effort
+    names = set(found)
+    assert "jaxrank._fitting._precondition._inverse_factor_jit" in names
+    assert all(ct._is_jitted(f) for f, _ in found.values())
