@@ -186,12 +186,11 @@ bench/out/kw_c.json; python bench/keel_wide.py --merge bench/out/kw_a.json bench
 they share the machine's load; the second is the slow one). A re-run of some methods is merged
 over the saved file: XDG_CACHE_HOME=$(mktemp -d) python bench/keel_wide.py --methods rankrc-cv
 svc-w --fresh --out bench/out/kw_new.json; python bench/keel_wide.py --merge bench/out/kw_new.json
-bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv alone,
-at commit 69432ca's defaults (a dropped edge step stays in the table, never picked), jaxrank
-from a git archive of it, PYTHONPATH=DIR, beside the saved baselines, on the shared 2-core machine:
-its fit times compare neither runs nor methods; then the six sets of more than 2048 training
-rows, the only ones commit e7a34c5 (a narrow edge step there) can change, with --sets, merged
-over it the same way)
+bench/results/keel_wide.json --out bench/out/keel_wide.json --save (the latest: rankrc-cv
+alone on all 101 sets at commit 8f651a1, jaxrank from a git archive of it, PYTHONPATH=DIR, in
+one run on one 2-core machine beside the saved baselines; f12798b's defaults were run on the
+same machine for the issue-40 bar, partly beside it, so its fit times compare neither runs nor
+methods)
 
 small_lambda | Small λ in float32 on the paper's d = 5 data
 The 16-λ grid in float32 at m = 10⁵ on d = 5 (the paper's setting) and d = 40, two seeds: statuses,
