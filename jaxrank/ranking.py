@@ -44,6 +44,7 @@ loss costs O(n+ n−) and is not offered.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.extend
@@ -162,12 +163,13 @@ class _Layout:
 def _sort_order(keys, s):
     """Per row, the order sorting by ``(*keys, s)`` (int32 / int64 keys, then the score).
 
-    On CPU through numpy's ``lexsort`` on the host (measured at n = 10⁵: 121 ms against 409 ms
-    for ``lax.sort`` with two keys on a loaded 2-core machine; sorting is nearly all of the
-    loss's cost there), elsewhere ``lax.sort`` (GPUs sort fast natively). A host callback
-    cannot be serialised, so when the program is lowered for ``jax.export`` (any platforms,
-    shape-polymorphic or not) the CPU branch is ``lax.sort`` too: the choice is made per
-    lowering by the primitive ``_sort_order_p`` (issue 41 item 8).
+    On CPU, a sort of more than :data:`HOST_SORT_MIN_ELEMENTS` entries (all rows together) goes
+    through numpy's ``lexsort`` on the host (measured at n = 10⁵: 121 ms against 409 ms for
+    ``lax.sort`` with two keys on a loaded 2-core machine; sorting is nearly all of the loss's
+    cost there); elsewhere, and for smaller sorts, ``lax.sort`` (GPUs sort fast natively). A
+    host callback cannot be serialised, so when the program is lowered for ``jax.export`` (any
+    platforms, shape-polymorphic or not) the CPU branch is ``lax.sort`` too: the choice is made
+    per lowering by the primitive ``_sort_order_p`` (issue 41 item 8).
     """
     return _sort_order_p.bind(*keys, s)
 
@@ -187,11 +189,25 @@ def _lexsort(*args):
     return np.lexsort(args[::-1], axis=-1).astype(np.int32)
 
 
+HOST_SORT_MIN_ELEMENTS = 1024
+"""On CPU, sorts of more entries than this (rows × length) run on the host, smaller ones in XLA.
+
+The host callback has a fixed cost of ~0.25 ms a call; ``lax.sort`` costs more per entry. On a
+2-core CPU (2 or 3 keys, one to 64 rows) they break even at ~1000 entries: at 256, 127 µs in XLA
+against 393 µs on the host; at 4096, 795 against 420. Below the line XLA's sort is also what lets
+the program be stored: JAX's persistent compilation cache refuses programs that hold a host
+callback, so a small program with the loss (a tuner's step, a fit on a few hundred rows) is
+compiled again by every process otherwise."""
+
+
 def _sort_order_cpu_lowering(ctx, *args):
-    # the host sort where the program runs in this process; lax.sort where it is exported
+    # the host sort where the program runs in this process and the sort is large; lax.sort where
+    # it is exported or small
     params = getattr(ctx.module_context, "lowering_parameters", None)
-    exporting = bool(getattr(params, "for_export", False))
-    return _LOWER_DEVICE(ctx, *args) if exporting else _LOWER_HOST(ctx, *args)
+    if getattr(params, "for_export", False):  # (its shapes may be symbolic)
+        return _LOWER_DEVICE(ctx, *args)
+    small = math.prod(ctx.avals_in[-1].shape) <= HOST_SORT_MIN_ELEMENTS
+    return _LOWER_DEVICE(ctx, *args) if small else _LOWER_HOST(ctx, *args)
 
 
 def _sort_order_batch(args, dims):

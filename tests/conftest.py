@@ -13,6 +13,12 @@ the oracle tests pass at both. The subprocesses that run the scale and latency b
 (``tests/_bench.py``, ``user_level=True``) strip the flag again: they run as a user runs them, and
 so test the default level; the other benches' smoke runs keep it. A level set by the user in
 ``XLA_FLAGS`` is kept.
+
+The test processes use jaxrank's default persistent compilation cache (``~/.cache/jaxrank/jax``,
+unless the user configured one or set ``JAXRANK_NO_COMPILATION_CACHE=1``) from the start: the
+first run on a machine compiles everything (24 min on 2 cores), later runs load. Programs
+compiled at level 0 have keys of their own (XLA's flags are part of the key), so they never stand
+in for a user's.
 """
 
 import gc
@@ -27,10 +33,15 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 import jax
 import pytest
 
-from jaxrank._cache import map_count
+from jaxrank._cache import enable_default_cache, map_count
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+# The persistent compilation cache from the first test on, as the estimators and the CLI switch it
+# on for a user (the same directory, the same opt-outs), so a later run loads what this one
+# compiled; before, each worker only cached once some test had fit an estimator. Programs that
+# hold a host callback are never stored (JAX's rule).
+enable_default_cache()
 
 # Every compiled XLA:CPU executable keeps ~3 memory mappings until its jit cache entry is
 # dropped. The suite compiles thousands of programs in one process; at Linux's default

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jaxrank import _cache
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).parent / "_scripts"
 
@@ -54,8 +56,9 @@ RUNS = {
 def compile_cache(tmp_path_factory):
     # one persistent compilation cache for the module's launches: the one-process programs the
     # P = 2 run's references compile (the search's fits at the whole set's bucket sizes) are
-    # loaded by the P = 4 run's cells, which run the same fits
-    return tmp_path_factory.mktemp("jax_cache")
+    # loaded by the P = 4 run's cells, which run the same fits. The test session's own cache
+    # (conftest.py) where there is one, so a later run loads them too
+    return _cache.compilation_cache_dir() or tmp_path_factory.mktemp("jax_cache")
 
 
 @pytest.fixture(
@@ -121,6 +124,26 @@ def test_mismatched_inputs_are_refused_naming_the_process():
             assert line, (kind, p, proc.stderr[-3000:])
             assert "process 1" in line.group(1), line.group(1)
     assert "accepted" not in proc.stderr
+
+
+def test_a_filled_compilation_cache_is_not_loaded_by_a_multiprocess_run(tmp_path):
+    # the same multi-process search twice on one persistent cache: the second launch found the
+    # programs the first stored, and loading them hung both processes in their first collective
+    # (XLA:CPU, gloo); a multi-process run compiles what it runs (jaxrank._cache._multi_process)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    env = dict(_env(), JAXRANK_TEST_CACHE=str(cache))
+    for run in ("empty", "filled"):
+        out = tmp_path / run
+        out.mkdir()
+        try:
+            proc = _launch(2, SCRIPTS / "distributed_fit.py", out, "search", env=env, timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the multi-process search hung with the {run} cache")
+        assert proc.returncode == 0, (run, proc.stderr[-4000:])
+        r = json.loads((out / "result.json").read_text())["search"]
+        np.testing.assert_allclose(r["got"], r["ref"], rtol=0, atol=1e-12)
+    assert any(cache.glob("*-cache")), "the first launch stored nothing: the test tests nothing"
 
 
 def test_killed_process_stops_the_others(tmp_path):

@@ -7,9 +7,9 @@ Each test starts 2 or 4 local processes of
 stops (``SIGSTOP``) or kills one, or makes one raise inside the solve (``JAXRANK_TEST_FAULT``).
 The fault bound is ``JAXRANK_FAULT_TIMEOUT`` = :data:`BOUND` s here; survivors must exit within
 ``BOUND + SLACK`` s of the fault (the slack: a 2-core machine shared with other work). The
-launches share one persistent compilation cache, so only the first compiles. A launch costs
-~20 s on 2 cores, so the default run checks the two worst faults at P = 2 (a stopped
-coordinator, a process raising inside the solve); the slow run adds the others and P = 4.
+launches share one persistent compilation cache (the session's), so only the first compiles. A
+launch costs ~20 s on 2 cores, so the default run checks the two worst faults at P = 2 (a
+stopped coordinator, a process raising inside the solve); the slow run adds the others and P = 4.
 
 Measured (P = 2, bound 6 s): a stopped process 1 ends process 0 in 3.9 s, a stopped
 coordinator ends process 1 in 4.1 s, a process raising in the solve ends the other in 0.4 s, a
@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jaxrank import _cache
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).parent / "_scripts" / "distributed_fault.py"
 
@@ -43,7 +45,8 @@ COORDINATOR = r"the coordinator \(process 0 of {n}|leader task was preempted/die
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("fault_cache")
+    # the test session's persistent cache (conftest.py) where there is one: later runs load
+    return _cache.compilation_cache_dir() or tmp_path_factory.mktemp("fault_cache")
 
 
 def _env(n: int, p: int, port: int, cache: Path, **extra: str) -> dict:

@@ -1,10 +1,11 @@
 """jax.export of the pairwise loss and of fitted models (issue 41 item 8).
 
-The CPU sort of :func:`jaxrank.pairwise_loss` is a host callback, which an exported program
-cannot hold ("serialization of host_callbacks is not yet implemented"); lowered for export it is
-``lax.sort``. Kernels and models are registered for export's pytree serialisation, so a model can
-be an argument (or a result) of an exported function. Every program here is exported,
-serialised, deserialised and run on CPU against the plain call, float32 and float64.
+The CPU sort of :func:`jaxrank.pairwise_loss` (above 1024 entries) is a host callback, which an
+exported program cannot hold ("serialization of host_callbacks is not yet implemented"); lowered
+for export it is ``lax.sort``. Kernels and models are registered for export's pytree
+serialisation, so a model can be an argument (or a result) of an exported function. Every program
+here is exported, serialised, deserialised and run on CPU against the plain call, float32 and
+float64.
 """
 
 import jax
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxrank
+from jaxrank import ranking
 
 pytest.importorskip("flatbuffers")  # jax.export's serialisation
 
@@ -24,7 +26,8 @@ def _roundtrip(f, *args, **kw):
     return jax.export.deserialize(exported.serialize())
 
 
-def _scores(dt, n=300, seed=0):
+def _scores(dt, n=342, seed=0):
+    # 3 · 342 entries: above ranking.HOST_SORT_MIN_ELEMENTS, so the plain call sorts on the host
     rng = np.random.default_rng(seed)
     s = rng.normal(size=(3, n)).astype(dt)
     s[0, 5] = 1e6  # a far score and ties: the exported sort must order them as the host one
@@ -60,13 +63,20 @@ def test_loss_exports_for_several_platforms():
     np.testing.assert_allclose(exp.call(s), f(s), rtol=1e-6)
 
 
-def test_plain_jit_keeps_the_host_sort_on_cpu():
-    # export changes nothing for a program run in this process: the fast host sort stays
+@pytest.mark.parametrize("n,host", [(50, False), (341, False), (342, True)])
+def test_plain_jit_keeps_the_host_sort_on_cpu_for_large_sorts(n, host):
+    # export changes nothing for a program run in this process: the fast host sort stays for a
+    # sort of more than HOST_SORT_MIN_ELEMENTS entries (3 rows: 3 · 341 = 1023, 3 · 342 = 1026);
+    # smaller sorts are lax.sort, which the persistent compilation cache can store
     if jax.default_backend() != "cpu":
         pytest.skip("the host sort is the CPU path")
-    s, y = _scores(jnp.float32, n=50)
+    assert 3 * 341 <= ranking.HOST_SORT_MIN_ELEMENTS < 3 * 342
+    s, y = _scores(jnp.float32, n=n)
     text = jax.jit(lambda s: jaxrank.pairwise_loss(s, y)).lower(s).as_text()
-    assert "callback" in text
+    assert ("callback" in text) == host
+    # under vmap the rows of every mapped call are one sort
+    one = jax.jit(jax.vmap(lambda s, y: jaxrank.pairwise_loss(s, y))).lower(s, y).as_text()
+    assert ("callback" in one) == host
 
 
 def test_vmap_and_hessian_of_the_loss_unchanged():

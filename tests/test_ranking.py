@@ -9,7 +9,7 @@ import pytest
 from oracles import ranking_loss_oracle
 
 import jaxrank
-from jaxrank import losses, metrics
+from jaxrank import losses, metrics, ranking
 
 LOSSES = {
     "smoothed_hinge_0.5": ("smoothed_hinge", 0.5),
@@ -60,8 +60,12 @@ def _all_orders(mask, weights, segments):
 
 
 @pytest.mark.parametrize("mask,weights,segments", CASES)
-@pytest.mark.parametrize("n", [2, 48])
-def test_value_grad_hvp_match_pair_loop(mask, weights, segments, n):
+@pytest.mark.parametrize("n,sort", [(2, "xla"), (48, "xla"), (48, "host")])
+def test_value_grad_hvp_match_pair_loop(mask, weights, segments, n, sort, monkeypatch):
+    # sort: the CPU sort at these sizes is XLA's; "host" forces the one the loss uses above
+    # ranking.HOST_SORT_MIN_ELEMENTS entries (the same order: test_host_and_xla_sorts_...)
+    if sort == "host":
+        monkeypatch.setattr(ranking, "HOST_SORT_MIN_ELEMENTS", 0)
     run = _all_orders(mask, weights, segments)
     for k, (loss_name, eps) in enumerate(LOSSES.values()):
         s, pos, keep, w, seg, d = _data(n + k, n, mask=mask, weights=weights, segments=segments)
@@ -105,6 +109,25 @@ def test_finite_differences():
     g = jax.grad(f)
     fd2 = (g(x + h * dv) - g(x - h * dv)) / (2 * h)
     np.testing.assert_allclose(jax.jvp(g, (x,), (dv,))[1], fd2, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (3, 64), (2, 700), (40, 30)])
+def test_host_and_xla_sorts_give_one_order(shape):
+    # the loss sorts by (class, segment, score) on the host above ranking.HOST_SORT_MIN_ELEMENTS
+    # entries and in XLA below: both must give the same permutation, ties included (stable:
+    # equal keys keep their index order), so the loss is one function of its inputs at any size
+    rng = np.random.default_rng(shape[1])
+    cls = rng.integers(0, 3, size=shape).astype(np.int32)
+    seg = rng.integers(0, 2, size=shape).astype(np.int32)
+    s = np.round(rng.normal(size=shape), 1)  # ties
+    if shape[1] >= 4:  # -0.0 and 0.0 are one key for both; NaN sorts last in both
+        s[0, :4] = [0.0, -0.0, np.nan, -0.0]
+    for keys in [(cls,), (cls, seg)]:
+        args = [jnp.asarray(k) for k in keys] + [jnp.asarray(s)]
+        host = jax.jit(ranking._host_order)(*args)
+        xla = jax.jit(ranking._device_order)(*args)
+        np.testing.assert_array_equal(host, xla)
+        np.testing.assert_array_equal(host, np.lexsort((s, *keys[::-1]), axis=-1))
 
 
 @pytest.mark.parametrize("mask,weights,segments", [CASES[0], CASES[-1]])
