@@ -114,6 +114,9 @@ FAULT_EXIT_STATUS = 70
 #: (``solve``: after the block is built, while the others wait in the solver's collectives).
 TEST_FAULT_ENV = "JAXRANK_TEST_FAULT"
 _FAILED_DIR = "jaxrank/failed/"
+#: Where each process says it has read a failure (:func:`_read_failure`): no process exits before
+#: every other one has read the reason, or a bound passed.
+_READ_DIR = "jaxrank/failure_read/"
 
 
 class InputMismatchError(ValueError):
@@ -945,12 +948,12 @@ class announcing_failure:
             return False
         # the others poll every _POLL_SECONDS: let them read the reason before this process
         # exits (process 0 takes the coordination service with it)
-        time.sleep(3 * _POLL_SECONDS)
+        _await_readers(client, set(range(jax.process_count())) - {me})
         return False
 
 
 _POLL_SECONDS = 0.5
-_watchdog: dict[str, Any] = {"thread": None, "stop": None, "silence": 0.0}
+_watchdog: dict[str, Any] = {"thread": None, "stop": None, "silence": 0.0, "bound": 0.0}
 
 
 def _silence(bound: float) -> float:
@@ -972,7 +975,7 @@ def _start_watchdog(bound: float) -> None:
     stop = threading.Event()
     t = threading.Thread(target=_watch, args=(bound, stop), name="jaxrank-fault-watchdog",
                          daemon=True)  # fmt: skip
-    _watchdog.update(thread=t, stop=stop, silence=_silence(bound))
+    _watchdog.update(thread=t, stop=stop, silence=_silence(bound), bound=bound)
     t.start()
     # registered after JAX's own exit hook (jax._src.api.clean_up, which shuts the runtime
     # down), so it runs first
@@ -1008,10 +1011,38 @@ def _watch(bound: float, stop: threading.Event) -> None:
             _end(f"the coordinator (process 0 of {jax.process_count()}, which runs the "
                  f"coordination service) has not answered for {silence:.1f} s: killed, "
                  "stopped or unreachable")  # fmt: skip
-        for key, why in failed or []:
-            who = int(key.rsplit("/", 1)[-1])
-            if who != me:
-                _end(f"process {who} of {jax.process_count()} failed: {why}")
+        others = [(int(key.rsplit("/", 1)[-1]), why) for key, why in failed or []]
+        others = [(who, why) for who, why in others if who != me]
+        if others:
+            who, why = others[0]
+            failed_ids = {w for w, _ in others}
+            _end(f"process {who} of {jax.process_count()} failed: {why}",
+                 then=functools.partial(_read_failure, client, failed_ids))  # fmt: skip
+
+
+def _read_failure(client, failed: set[int]) -> None:
+    """Say this process has read a failure (after saying why it stops), then wait until every
+    process that did not fail has (:func:`_await_readers`): the first to exit may take the
+    coordination service with it (process 0) or make the runtime end the rest with its own
+    report, naming no process (seen at P = 4: survivors ended by the runtime's abort, or by the
+    watchdog's silence, before they had read the failure)."""
+    _ask(lambda: client.key_value_set(f"{_READ_DIR}{jax.process_index()}", "read"),
+         _watchdog["silence"])  # fmt: skip
+    _await_readers(client, set(range(jax.process_count())) - failed)
+
+
+def _await_readers(client, expect: set[int]) -> None:
+    """Wait until the processes ``expect`` have read a failure (:data:`_READ_DIR`), at most
+    half the fault bound (a process stopped as well never reads it)."""
+    deadline = time.monotonic() + max(3 * _POLL_SECONDS, 0.5 * _watchdog["bound"])
+    while time.monotonic() < deadline:
+        read, ok = _ask(lambda: client.key_value_dir_get(_READ_DIR),
+                        max(0.1, deadline - time.monotonic()))  # fmt: skip
+        if not ok:  # the service is gone: nobody is left to wait for
+            return
+        if expect <= {int(key.rsplit("/", 1)[-1]) for key, _ in read}:
+            return
+        time.sleep(_POLL_SECONDS / 5)
 
 
 def _ask(call, timeout: float):
@@ -1031,19 +1062,24 @@ def _ask(call, timeout: float):
     return (out[0], True) if out else (None, False)
 
 
-def _end(why: str) -> None:
+def _end(why: str, then=None) -> None:
     # this process is blocked in a collective (or will be at its next one) that no Python
     # exception can leave: report and exit, as the runtime does when it sees a dead task
     _end_process(
         f"stopping process {jax.process_index()} of {jax.process_count()} (exit status "
-        f"{FAULT_EXIT_STATUS}): {why}. No model was written by this process"
+        f"{FAULT_EXIT_STATUS}): {why}. No model was written by this process",
+        then,
     )
 
 
-def _end_process(text: str) -> None:
+def _end_process(text: str, then=None) -> None:
+    """Say ``text`` on stderr, call ``then()`` (said first: the runtime may end this process
+    while it waits there), exit with :data:`FAULT_EXIT_STATUS`."""
     sys.stderr.write(f"jaxrank.distributed: {text}.\n")
     sys.stderr.flush()
     sys.stdout.flush()
+    if then is not None:
+        then()
     os._exit(FAULT_EXIT_STATUS)
 
 
