@@ -95,6 +95,7 @@ def check_summary(summary: dict, runs: list[dict], names):
             assert math.isnan(s["test_auc_se"])
 
 
+@pytest.mark.slow
 def test_quick_report(quick):
     rep, _ = quick
     assert rep["benchmark"] == "bases"
@@ -108,6 +109,7 @@ def test_quick_report(quick):
     assert rep["seconds"] > 0
 
 
+@pytest.mark.slow
 def test_quick_simulated(quick):
     rep, _ = quick
     sim, st = rep["simulated"], rep["settings"]
@@ -124,6 +126,7 @@ def test_quick_simulated(quick):
     check_summary(sim["summary"], sim["runs"], METHODS)
 
 
+@pytest.mark.slow
 def test_quick_claims(quick):
     rep, stdout = quick
     claims = rep["claims"]
@@ -143,6 +146,7 @@ def test_quick_claims(quick):
     assert "| method | basis | loss |" in stdout and "Issue 3 claims" in stdout
 
 
+@pytest.mark.slow
 def test_quick_keel(quick):
     rep, _ = quick
     if not HAVE_KEEL:

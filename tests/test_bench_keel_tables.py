@@ -50,6 +50,7 @@ def quick(tmp_path_factory):
 # ---------------------------------------------------------------------------- the quick run
 
 
+@pytest.mark.slow
 def test_quick_report(quick):
     rep, stdout, out = quick
     assert rep["benchmark"] == "keel_tables" and rep["seconds"] > 0
@@ -64,6 +65,7 @@ def test_quick_report(quick):
     assert "Table 4" in stdout and "Table 5" in stdout and "RANK-RC against the paper" in stdout
 
 
+@pytest.mark.slow
 def test_quick_runs(quick):
     rep, _, _ = quick
     k = rep["keel"]["ecoli3"]
@@ -104,6 +106,7 @@ def test_quick_runs(quick):
         )
 
 
+@pytest.mark.slow
 def test_quick_summary(quick):
     rep, _, _ = quick
     k = rep["keel"]["ecoli3"]
@@ -121,6 +124,7 @@ def test_quick_summary(quick):
     assert c["within"] == (abs(c["diff"]) <= 2.0)
 
 
+@pytest.mark.slow
 def test_quick_markdown(quick, kt):
     rep, _, _ = quick
     text = kt.markdown(rep)

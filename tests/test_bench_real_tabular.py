@@ -124,6 +124,7 @@ def test_done_when_and_markdown(rt):
     assert "beats xgb; time 1.25×" in text
 
 
+@pytest.mark.slow
 @needs_data
 def test_quick_run(tmp_path):
     methods = ["rankrc-cv", "svc-w", "logreg-w", *(["xgb"] if have("xgboost") else [])]

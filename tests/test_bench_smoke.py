@@ -33,6 +33,7 @@ def _ok(runs, name):
 # ---------------------------------------------------------------------------- roofline
 
 
+@pytest.mark.slow
 def test_roofline_quick(runs):
     report = _ok(runs, "roofline")
     s = report["settings"]
@@ -77,6 +78,7 @@ def test_roofline_quick(runs):
 # ---------------------------------------------------------------------------- gpu
 
 
+@pytest.mark.slow
 def test_gpu_quick(runs):
     report = _ok(runs, "gpu")
     dev = report["device"]
@@ -144,6 +146,7 @@ def test_gpu_plan(monkeypatch):
 # ---------------------------------------------------------------------------- sort cost
 
 
+@pytest.mark.slow
 def test_sort_cost_quick(runs):
     report = _ok(runs, "sort_cost")
     assert report["settings"]["sizes"] == [10_000]

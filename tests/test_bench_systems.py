@@ -118,6 +118,7 @@ def check_report(rep: dict, systems, stdout: str, mod):
     assert md in stdout
 
 
+@pytest.mark.slow
 def test_quick(quick, systems_bench):
     rep, stdout = quick
     check_report(rep, QUICK_SYSTEMS, stdout, systems_bench)
@@ -126,6 +127,7 @@ def test_quick(quick, systems_bench):
         assert rec["test_auc"] > 0.8
 
 
+@pytest.mark.slow
 def test_markdown_every_system(quick, systems_bench):
     """markdown() renders all twelve systems (a report built from the quick one)."""
     rep = copy.deepcopy(quick[0])

@@ -55,6 +55,7 @@ def first_best(params, aucs):
 # ---------------------------------------------------------------------------- the quick run
 
 
+@pytest.mark.slow
 def test_quick_report(quick):
     rep, _, _ = quick
     assert rep["benchmark"] == "table2"
@@ -69,6 +70,7 @@ def test_quick_report(quick):
     assert rep["seconds"] > 0
 
 
+@pytest.mark.slow
 def test_quick_cell(quick):
     rep, _, _ = quick
     (cell,) = rep["cells"]
@@ -104,6 +106,7 @@ def test_quick_cell(quick):
     assert cell["paper_bayes"] == 69.5 and cell["paper"]["rank-rc"] == [61.4, 0.4]
 
 
+@pytest.mark.slow
 def test_quick_fig5(quick):
     rep, out, _ = quick
     f5 = rep["fig5"]
@@ -122,6 +125,7 @@ def test_quick_fig5(quick):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_quick_markdown(quick, bench):
     rep, _, stdout = quick
     md = bench.markdown(rep)

@@ -69,6 +69,7 @@ def _report(tmp_path: Path, *, pre: str = "pass", post: str = "pass", **env: str
     return _run(code, _env(tmp_path, **env), cwd=tmp_path)
 
 
+@pytest.mark.slow  # a fresh process
 def test_import_changes_no_jax_option(tmp_path):
     code = """
 import json, jax
@@ -118,6 +119,7 @@ def test_home_fallback_without_xdg(tmp_path, monkeypatch):
     assert _cache.default_cache_dir() == tmp_path / ".cache" / "jaxrank" / "jax"
 
 
+@pytest.mark.slow  # a fresh process
 def test_env_dir_is_the_users_and_left_alone(tmp_path):
     env_dir = tmp_path / "env-cache"
     r = _report(tmp_path, post=ENTRY, JAX_COMPILATION_CACHE_DIR=str(env_dir))
@@ -241,6 +243,7 @@ print(json.dumps({"hits": hits, "dir": str(jaxrank.compilation_cache_dir())}))
 """
 
 
+@pytest.mark.slow
 def test_second_process_loads_the_solver(tmp_path):
     env = _env(tmp_path)
     first = _run(_FIT, env, cwd=tmp_path)
@@ -456,6 +459,7 @@ def _fit_after_damage(tmp_path: Path, kinds) -> None:
         assert _cache.unseal(f.read_bytes()) is not None, f
 
 
+@pytest.mark.slow  # fresh processes on a damaged cache
 def test_damaged_cache_costs_a_recompile_not_a_fit(tmp_path):
     # one flipped byte in a stored jax.export program made every later fit fail ("Failed to
     # deserialize StableHLO"): each kind of damage, spread over every stored file

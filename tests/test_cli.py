@@ -194,6 +194,7 @@ def test_validation_file(files, capsys, tmp_path):
     np.testing.assert_allclose(mf.model.coef, model.coef[best], rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # the command line in fresh processes
 def test_subprocess_fit_and_predict(files, tmp_path):
     # the console entry point in a fresh process: default dtype (float32) with x64 off
     d = files["dir"]

@@ -38,12 +38,13 @@ def _launch(n, *args, timeout=900, env=None):
     )  # fmt: skip
 
 
-#: (processes, cases) of each run. The default run: at P = 2 the grid on a stored block, the
-#: streamed block and the row-sharded search; at P = 4 the grid on the streamed block and the
-#: search with its cells dealt out to the processes (a 4-process job costs ~45 s of CPU on 2
-#: cores: one launch checks all of it). The slow run adds a random basis, float32 and global
-#: arrays through ``jaxrank.fit`` at P = 2, and the stored block and the row-sharded search at
-#: P = 4.
+#: (processes, cases) of each launch: at P = 2 the grid on a stored block, the streamed block and
+#: the row-sharded search; at P = 4 the grid on the streamed block and the search with its cells
+#: dealt out to the processes (a 4-process job costs ~45 s of CPU on 2 cores: one launch checks
+#: all of it); a random basis, float32 and global arrays through ``jaxrank.fit`` at P = 2, and
+#: the stored block and the row-sharded search at P = 4. Every launch of this module is in the
+#: slow run (``-m slow``, which the README's test command and CI run after the default run):
+#: together ~190 s of the default run's time on 2 cores.
 RUNS = {
     "p2": (2, "rare_batch,streamed,search,ard,binary"),
     "p4": (4, "streamed,search_cells"),
@@ -63,12 +64,7 @@ def compile_cache(tmp_path_factory):
 
 @pytest.fixture(
     scope="module",
-    params=[
-        "p2",
-        "p4",
-        pytest.param("p2_more", marks=pytest.mark.slow),
-        pytest.param("p4_more", marks=pytest.mark.slow),
-    ],
+    params=["p2", "p4", "p2_more", "p4_more"],
 )
 def result(request, tmp_path_factory, compile_cache):
     P, cases = RUNS[request.param]
@@ -84,6 +80,7 @@ def _rel(got, ref):
     return float(np.max(np.abs(got - ref) / np.abs(ref)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case", ["rare_batch", "streamed", "random", "float32", "global_arrays", "ard", "binary"]
 )
@@ -102,6 +99,7 @@ def test_multiprocess_fit_equals_one_process(result, case):
         assert r["kernel"] == ["ARDGaussian", "ARDGaussian"], r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["search", "search_cells"])
 def test_multiprocess_search_equals_one_process(result, layout):
     _, res = result
@@ -114,6 +112,7 @@ def test_multiprocess_search_equals_one_process(result, layout):
     assert _rel(r["refit"][0], r["refit"][1]) < 1e-10
 
 
+@pytest.mark.slow
 def test_mismatched_inputs_are_refused_naming_the_process():
     kinds = ["lams", "features", "dtype", "kernel", "labels"]
     proc = _launch(2, SCRIPTS / "distributed_fault.py", "mismatch", ",".join(kinds), timeout=300)
@@ -126,6 +125,7 @@ def test_mismatched_inputs_are_refused_naming_the_process():
     assert "accepted" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_filled_compilation_cache_is_not_loaded_by_a_multiprocess_run(tmp_path):
     # the same multi-process search twice on one persistent cache: the second launch found the
     # programs the first stored, and loading them hung both processes in their first collective
@@ -146,6 +146,7 @@ def test_a_filled_compilation_cache_is_not_loaded_by_a_multiprocess_run(tmp_path
     assert any(cache.glob("*-cache")), "the first launch stored nothing: the test tests nothing"
 
 
+@pytest.mark.slow
 def test_killed_process_stops_the_others(tmp_path):
     n = 3
     port = __import__("jaxrank.launch", fromlist=["free_port"]).free_port()

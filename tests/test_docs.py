@@ -205,6 +205,7 @@ def site(tmp_path_factory):
     return proc, out / "html", seconds
 
 
+@pytest.mark.slow
 def test_site_builds_without_warnings(site):
     proc, html, _ = site
     assert proc.returncode == 0, f"docs build failed:\n{proc.stdout[-3000:]}{proc.stderr[-6000:]}"
@@ -213,6 +214,7 @@ def test_site_builds_without_warnings(site):
         assert (html / f"{page}.html").is_file(), page
 
 
+@pytest.mark.slow
 def test_every_public_name_has_a_reference_entry(site):
     from sphinx.util.inventory import InventoryFile
 
@@ -230,6 +232,7 @@ def test_every_public_name_has_a_reference_entry(site):
         assert f"usage: jaxrank {command}" in cli, command  # its --help, as printed
 
 
+@pytest.mark.slow
 def test_math_is_rendered(site):
     _, html, _ = site
     design = (html / "design.html").read_text(encoding="utf-8")

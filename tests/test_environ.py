@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import os, sys
@@ -42,9 +44,11 @@ def _run(env_extra=None):
     assert out.stdout.strip().endswith("ok")
 
 
+@pytest.mark.slow  # a fresh process
 def test_a_fit_leaves_os_environ_unchanged():
     _run()
 
 
+@pytest.mark.slow  # a fresh process
 def test_a_value_the_user_set_is_kept():
     _run({"KMP_DUPLICATE_LIB_OK": "FALSE"})

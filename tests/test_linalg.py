@@ -166,6 +166,7 @@ HANG_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh process (11 s)
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="an XLA:CPU thread-pool hang")
 def test_batched_factorisations_from_threads_finish():
     """With jnp.linalg this hung within seconds here (every thread asleep in a futex)."""

@@ -118,6 +118,7 @@ def test_walkthrough_runs(monkeypatch):
         assert 50 < ns["keel"]["RANK-RC"][0] <= 100
 
 
+@pytest.mark.slow
 def test_auc_network_runs(monkeypatch):
     # optax's adam mixes an int32 step count into float powers: refused under the suite's strict
     # promotion (optax's code, not the notebook's); users run with JAX's standard promotion
@@ -133,6 +134,7 @@ def test_auc_network_runs(monkeypatch):
         assert res["rax pairwise hinge"]["test_auc"] > 0.55
 
 
+@pytest.mark.slow
 def test_implicit_tuning_runs(monkeypatch):
     ns = _run(NOTEBOOKS["implicit_tuning"], monkeypatch, matplotlib=True)
     # the implicit derivative is the finite difference of the (tightly solved) fit
@@ -154,6 +156,7 @@ def test_quickstart_runs_without_matplotlib(monkeypatch):
     assert ns["plt"] is None and 0.5 < ns["rankrc_auc"] <= 1
 
 
+@pytest.mark.slow
 def test_quickstart_runs_in_a_jupyter_kernel(monkeypatch):
     # what `jupyter execute notebooks/quickstart.ipynb` (README) does: a real kernel, the cells'
     # outputs recorded, the first error raised as CellExecutionError

@@ -43,6 +43,7 @@ def test_singular_float64_gram_shift_is_negligible():
     assert float(out[0, 0] - K[0, 0]) < 1e-12
 
 
+@pytest.mark.slow  # a whole KEEL fold in float32 (11 s)
 def test_float32_fit_with_outliers_converges():
     """KEEL page-blocks0 (standardised features up to 39σ), the training fold that diverged to
     ||∇F|| ≈ 1e17 with an indefinite float32 K_RR: now it converges."""

@@ -65,12 +65,8 @@ def test_extractor():
 
 @pytest.mark.parametrize(
     "page,line,code",
-    # README's blocks in the default run; the documentation pages' (a subprocess each, 15-30 s)
-    # in the slow one, to keep the default run in its budget
-    [
-        pytest.param(page, line, code, marks=[pytest.mark.slow] if page != "README.md" else [])
-        for page, line, code in PAGE_BLOCKS
-    ],
+    # a subprocess each (8-30 s): in the slow run, to keep the default run in its budget
+    [pytest.param(page, line, code, marks=pytest.mark.slow) for page, line, code in PAGE_BLOCKS],
     ids=[f"{page}:{line}" for page, line, _ in PAGE_BLOCKS],
 )
 def test_block_runs_alone(page, line, code, tmp_path):

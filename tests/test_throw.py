@@ -17,6 +17,10 @@ import jaxrank
 from jaxrank.core import ImplicitSolve, fit_core
 
 F32_F64 = pytest.mark.parametrize("dt", [jnp.float32, jnp.float64])
+# fit_core's derivatives compile for ~3 s a program: their float32 cases are in the slow run
+F64_SLOW_F32 = pytest.mark.parametrize(
+    "dt", [pytest.param(jnp.float32, marks=pytest.mark.slow), jnp.float64]
+)
 # JAX raises a callback's error as jax.errors.JaxRuntimeError (a RuntimeError) whose message
 # ends with the ValueError's text
 ERR = (ValueError, RuntimeError)
@@ -108,7 +112,7 @@ def _core_data(dt, m=120):
     return X, pos, X[jnp.flatnonzero(pos, size=int(pos.sum()))]
 
 
-@F32_F64
+@F64_SLOW_F32
 def test_fit_core_throw_on_traced_lambda(dt):
     X, pos, B = _core_data(dt)
     fit = lambda lam, throw: fit_core(X, pos, lam, B, sizes=(30, 120), max_iter=5, throw=throw)
@@ -134,7 +138,7 @@ def _objective(X, pos, B, implicit):
     return f
 
 
-@F32_F64
+@F64_SLOW_F32
 def test_implicit_solve_converged_and_not(dt):
     # every derivative under jit: the same programs run op by op took 6x as long to dispatch
     # (an eager jax.grad of fit_core 24 s, jitted 4 s), and the callbacks raise alike. The suite
@@ -171,7 +175,7 @@ def test_implicit_solve_converged_and_not(dt):
     assert np.isfinite(pair(small, s2)).all()
 
 
-@F32_F64
+@F64_SLOW_F32
 def test_implicit_solve_nan_marks_the_unconverged_members(dt):
     X, pos, B = _core_data(dt)
     s2, small, zero = jnp.asarray(4.0, dt), jnp.asarray(1e-6, dt), jnp.zeros((), dt)
