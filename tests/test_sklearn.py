@@ -234,8 +234,11 @@ def test_pos_label_majority(data):
     # pos_label names the class the ranker puts first, even when it is the majority
     X, y = data
     yl = np.where(y == 1, "rare", "common")
-    est = RankRCClassifier(pos_label="common", dtype="float64").fit(X, yl)
-    model = jaxrank.fit(X, y == -1, 2.0**-8, dtype=np.float64)  # basis: the 90 common rows
+    # the basis is the positive class, here the majority: both fits say so
+    with pytest.warns(UserWarning, match="they are the majority here: 90 of 120 rows"):
+        est = RankRCClassifier(pos_label="common", dtype="float64").fit(X, yl)
+    with pytest.warns(UserWarning, match="they are the majority here: 90 of 120 rows"):
+        model = jaxrank.fit(X, y == -1, 2.0**-8, dtype=np.float64)  # basis: the 90 common rows
     assert est.pos_label_ == "common" and est.classes_.tolist() == ["common", "rare"]
     np.testing.assert_array_equal(est.model_.basis_index, model.basis_index)
     # classes_[1] = "rare" is not the positive class: the model's score is negated
