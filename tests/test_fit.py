@@ -201,11 +201,13 @@ def test_float32_and_float64_agree_at_1e5():
     mu, sd = X.mean(0), X.std(0)
     X, Xv = (X - mu) / sd, (Xv - mu) / sd
     # At small λ the coefficients β cancel heavily (Σ|k_r β_r| ≈ 10⁴·|f| at 2⁻¹²), so float32
-    # scores carry ~1e-3 rounding and a float32 gradient below tol does not mean a near-optimal
-    # objective (docs/design.md §5): at 2⁻¹⁰ float32 ends CONVERGED 3e-4 above float64's
-    # objective at XLA's optimisation level 0 (the tests') and 7.7e-4 at the default level
-    # (measured 2026-12-03; the solution itself is worse by about as much, evaluated in float64),
-    # at 2⁻⁷ 1.2e-4 (both levels), from 2⁻⁴ up under 2e-5. Held to 2e-3, 3e-4, 1e-4, 1e-4.
+    # scores carry ~1e-3 rounding, and so does the objective float32 reports: at 2⁻¹⁰ it is 3e-4
+    # above float64's at XLA's optimisation level 0 (the tests') and 7.7e-4 at the default
+    # level, at 2⁻⁷ 1.2e-4, from 2⁻⁴ up under 2e-5 (measured 2026-12-03). Evaluated in float64,
+    # the float32 coefficients are 2.1e-4 and 3.6e-5 above float64's optimum (ill-conditioning:
+    # a gradient below tol does not bound the objective, docs/design.md §5) and their float64
+    # gradients, 6.6e-7 and 1.1e-6, meet the tolerance: CONVERGED holds. Held to 2e-3, 3e-4,
+    # 1e-4, 1e-4.
     lams = 2.0 ** np.array([-10.0, -7.0, -4.0, -1.0])
     out = {}
     for dt in (np.float32, np.float64):
