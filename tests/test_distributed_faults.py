@@ -308,3 +308,42 @@ def test_the_watchdog_is_stopped_at_exit_with_no_question_in_flight(monkeypatch)
     assert not thread.is_alive() and not in_flight
     assert ended == [] and distributed._watchdog["thread"] is None
     hooks[0]()  # twice is harmless
+
+
+def test_no_survivor_exits_before_every_other_has_read_the_failure(monkeypatch):
+    """Process 0 of 3 read that process 2 failed: it marks the failure read, then waits for
+    process 1's mark before it exits (its exit takes the coordination service with it, and the
+    runtime then ended process 1 with an abort naming no process: 2 of 3 runs at P = 4). A
+    process that never reads it costs at most half the fault bound."""
+    import threading
+
+    from jaxrank import distributed
+
+    class Client:  # the coordination service's key-value store
+        def __init__(self):
+            self.store, self.lock = {}, threading.Lock()
+
+        def key_value_set(self, key, value):
+            with self.lock:
+                self.store[key] = value
+
+        def key_value_dir_get(self, prefix):
+            with self.lock:
+                return [(k, v) for k, v in self.store.items() if k.startswith(prefix)]
+
+    monkeypatch.setattr(distributed.jax, "process_index", lambda: 0)
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 3)
+    monkeypatch.setitem(distributed._watchdog, "silence", 1.0)
+    monkeypatch.setitem(distributed._watchdog, "bound", 6.0)
+    client = Client()
+    later = threading.Timer(0.6, client.key_value_set, (f"{distributed._READ_DIR}1", "read"))
+    start = time.monotonic()
+    later.start()
+    distributed._read_failure(client, {2})
+    waited = time.monotonic() - start
+    assert f"{distributed._READ_DIR}0" in client.store
+    assert f"{distributed._READ_DIR}1" in client.store and 0.6 <= waited < 2.0, waited
+    # process 1 never reads it: given up after half the bound
+    start = time.monotonic()
+    distributed._await_readers(Client(), {0, 1})
+    assert 2.9 <= time.monotonic() - start < 4.5
