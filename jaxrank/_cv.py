@@ -3,12 +3,12 @@
 The engine behind :class:`jaxrank.sklearn.RankRCClassifierCV`. Every fit minimises seed 000's
 R-subset objective (eq. 11 with the smoothed hinge of eq. 13; docs/design.md §2). For every
 stratified fold (:func:`jaxrank.select.stratified_folds`), basis policy (:data:`POLICIES`; the
-``"auto"`` basis ``|R| = max(m+, min(m, min_basis))`` is :func:`jaxrank.bases.auto_basis`) and
-σ² value, the whole λ grid is one call of :func:`jaxrank.fit` on the warm path
-(:func:`cv_search`), run on :data:`SEARCH_THREADS` threads or as batched calls of the pure core
-(:mod:`jaxrank._cv_core`). Training folds are trimmed to equal class
-counts and held-out folds padded to one row count, so every fold reuses the programs of the
-first. A rule (:func:`choose`, :data:`RULES`) picks one ``(basis, σ², λ)`` cell of the
+``"auto"`` basis ``|R| = max(min(m+, max_basis), min(m, min_basis))`` is
+:func:`jaxrank.bases.auto_basis`) and σ² value, the whole λ grid is one call of
+:func:`jaxrank.fit` on the warm path (:func:`cv_search`), run on :data:`SEARCH_THREADS` threads
+or as batched calls of the pure core (:mod:`jaxrank._cv_core`). Training folds are trimmed to
+equal class counts and held-out folds padded to one row count, so every fold reuses the programs
+of the first. A rule (:func:`choose`, :data:`RULES`) picks one ``(basis, σ², λ)`` cell of the
 ``(B, S, L)`` table of mean held-out AUC; the narrow extension (:func:`wants_narrower`,
 :func:`search_narrower`, :func:`keep_narrower`) and the edge extension (:func:`search_edges`)
 search past the grid where the pick calls for it; :func:`refit` fits the pick on every row.
@@ -393,8 +393,8 @@ def cv_search(
     (Gaussian kernel ``exp(−||u − v||²/σ²)``) on the fold's training rows and scores its
     held-out rows. Training folds are trimmed to equal class counts (:func:`equal_folds`) and
     held-out folds padded to one size, so all folds share compiled programs. A policy whose
-    basis coincides with an earlier one's on every fold (``"auto"`` when ``m+ ≥ min_basis``)
-    is not refitted: its rows of the table are copied.
+    basis coincides with an earlier one's on every fold (``"auto"`` when ``min_basis ≤ m+ ≤
+    max_basis``) is not refitted: its rows of the table are copied.
 
     Args:
       X: ``(m, d)`` rows; ``y``: two-valued labels, rare class ``+1``/``1``/``True``.

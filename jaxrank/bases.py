@@ -262,33 +262,62 @@ def resolve_basis(
 #: ``bench/keel_wide_tune.py``).
 AUTO_MIN_BASIS = 256
 
+#: Most rare rows ``basis="auto"`` keeps: a larger rare class is thinned to this many by
+#: k-means++, so that the search costs ``O(m)`` per product, not ``O(m·m+)`` (docs/design.md §10;
+#: measured in ``bench/real_tabular.py``).
+AUTO_MAX_BASIS = 512
 
-def auto_basis_size(m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS) -> int:
-    """``|R| = max(m+, min(m, min_basis))``: the size of the auto basis (see :func:`auto_basis`).
+
+def _check_size(name: str, value, *, none: bool = False) -> None:
+    if none and value is None:
+        return
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if none else ''}, "
+                         f"got {value!r}.")  # fmt: skip
+
+
+def auto_basis_size(
+    m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS, max_basis: int | None = AUTO_MAX_BASIS
+) -> int:
+    """``|R| = max(min(m+, max_basis), min(m, min_basis))``: the size of the auto basis.
+
+    See :func:`auto_basis`. ``max_basis=None`` keeps every rare row (``|R| = max(m+, min(m,
+    min_basis))``); the floor wins over the cap.
 
     Example:
       >>> from jaxrank.bases import auto_basis_size
       >>> auto_basis_size(10_000, 20), auto_basis_size(10_000, 500), auto_basis_size(100, 10)
       (256, 500, 100)
+      >>> auto_basis_size(10_000, 3000), auto_basis_size(10_000, 3000, max_basis=None)
+      (512, 3000)
     """
-    if isinstance(min_basis, bool) or int(min_basis) != min_basis or min_basis < 1:
-        raise ValueError(f"min_basis must be a positive integer, got {min_basis!r}.")
-    return max(int(n_pos), min(int(m), int(min_basis)))
+    _check_size("min_basis", min_basis)
+    _check_size("max_basis", max_basis, none=True)
+    rare = int(n_pos) if max_basis is None else min(int(n_pos), int(max_basis))
+    return max(rare, min(int(m), int(min_basis)))
 
 
-def auto_basis(X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
-    """The basis that is never starved: every rare row, then majority landmarks by k-means++.
+def auto_basis(
+    X, y, *, key, min_basis: int = AUTO_MIN_BASIS, max_basis: int | None = AUTO_MAX_BASIS
+) -> np.ndarray:
+    """The basis that is never starved and never grows with m: rare rows, then landmarks.
 
-    ``|R| = max(m+, min(m, min_basis))`` (:func:`auto_basis_size`): the rare rows (ascending)
-    first, then majority rows by D² sampling with the rare rows as the centres already chosen
-    (:func:`jaxrank.bases.resolve_basis` with ``"kmeans++"``). ``m+ ≥ min_basis`` gives RankRC's
-    basis (the rare class) and ``m ≤ min_basis`` every row (RankSVM's), rare rows first.
+    ``|R| = max(min(m+, max_basis), min(m, min_basis))`` (:func:`auto_basis_size`). When ``|R|
+    ≥ m+``: every rare row (ascending) first, then majority rows by D² sampling with the rare
+    rows as the centres already chosen (:func:`jaxrank.bases.resolve_basis` with
+    ``"kmeans++"``); ``min_basis ≤ m+ ≤ max_basis`` gives RankRC's basis (the rare class) and
+    ``m ≤ min_basis`` every row (RankSVM's), rare rows first. When ``|R| < m+`` (a rare class
+    larger than the cap): ``|R|`` rare rows by k-means++ over the rare rows (ascending), a
+    landmark subset of RankRC's basis (seed 003 Sec. 4: the rare rows are the basis that
+    minimises the projected-map bound for its size; ``basis="rare"`` keeps them all).
 
     Args:
       X: ``(m, d)`` training rows.
       y: two-valued labels; the rare class is ``+1``, ``1`` or ``True``.
       key: ``jax.random.key`` for the k-means++ draws (required, as for every random basis).
       min_basis: the floor on ``|R|`` (default :data:`AUTO_MIN_BASIS`).
+      max_basis: the cap on the rare rows kept (default :data:`AUTO_MAX_BASIS`; ``None``:
+        every rare row).
 
     Returns:
       ``(|R|,)`` int64 row indices, accepted by :func:`jaxrank.fit` as ``basis=``.
@@ -299,17 +328,26 @@ def auto_basis(X, y, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
       >>> idx = auto_basis(X, y, key=jax.random.key(0), min_basis=64)
       >>> idx.size, bool((y[idx[:20]] == 1).all()), bool((y[idx[20:]] != 1).all())
       (64, True, True)
+      >>> X, y = jaxrank.datasets.make_rare_class(4000, 0.25, 0.75, seed=0)
+      >>> idx = auto_basis(X, y, key=jax.random.key(0))
+      >>> idx.size, int((y == 1).sum()), bool((y[idx] == 1).all())
+      (512, 1000, True)
     """
     X, pos = check_X_y(X, y)
-    return auto_basis_rows(X, pos, key=key, min_basis=min_basis)
+    return auto_basis_rows(X, pos, key=key, min_basis=min_basis, max_basis=max_basis)
 
 
-def auto_basis_rows(X, pos, *, key, min_basis: int = AUTO_MIN_BASIS) -> np.ndarray:
+def auto_basis_rows(
+    X, pos, *, key, min_basis: int = AUTO_MIN_BASIS, max_basis: int | None = AUTO_MAX_BASIS
+) -> np.ndarray:
     """:func:`auto_basis` on rows and a rare-class mask already checked (``check_X_y``): what
     :func:`jaxrank.fit` and the CV search's folds call, so that ``X`` is checked once."""
     check_key(key)
     m, n_pos = pos.size, int(pos.sum())
-    n = auto_basis_size(m, n_pos, min_basis)
+    n = auto_basis_size(m, n_pos, min_basis, max_basis)
+    if n < n_pos:
+        rare = np.flatnonzero(pos)
+        return np.sort(rare[kmeanspp(X[rare], n, key=key)]).astype(np.int64)
     if n == n_pos:
         return np.flatnonzero(pos).astype(np.int64)
     if n == m:

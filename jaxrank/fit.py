@@ -112,7 +112,8 @@ def fit(
         ``loss`` is given
         (:func:`jaxrank.greedy.fit_greedy`, which has the greedy options).
       basis: also ``"auto"``: every rare row, grown by majority-class k-means++ landmarks to
-        ``|R| = max(m+, min(m, n_basis))`` (``n_basis`` default 256; needs ``key``), the basis
+        ``|R| = max(min(m+, 512), min(m, n_basis))`` (``n_basis`` default 256; a rare class of
+        more than 512 rows thinned to 512 by k-means++; needs ``key``), the basis
         :class:`jaxrank.sklearn.RankRCClassifierCV` uses (:func:`jaxrank.bases.auto_basis`,
         where the rule and its measurements are written down).
       loss: ``"smoothed_hinge"`` (ε = ``eps``) or ``"squared_hinge"``; default smoothed hinge

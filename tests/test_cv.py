@@ -56,9 +56,41 @@ def test_auto_basis_size_rule():
     assert _cv.auto_basis_size(1000, 10, 128) == 128  # starved: grown to the floor
     assert _cv.auto_basis_size(1000, 300, 128) == 300  # enough rare rows: RankRC's basis
     assert _cv.auto_basis_size(100, 10, 128) == 100  # small data: every row
+    assert _cv.auto_basis_size(10_000, 3000) == jaxrank.bases.AUTO_MAX_BASIS == 512  # thinned
+    assert _cv.auto_basis_size(10_000, 3000, 128, 1000) == 1000
+    assert _cv.auto_basis_size(10_000, 3000, 128, None) == 3000  # every rare row
+    assert _cv.auto_basis_size(10_000, 3000, 2048, 1000) == 2048  # the floor wins over the cap
+    assert _cv.auto_basis_size(10_000, 512) == _cv.auto_basis_size(10_000, 512, 256, None)
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="min_basis"):
             _cv.auto_basis_size(10, 1, bad)
+        with pytest.raises(ValueError, match="max_basis"):
+            _cv.auto_basis_size(10, 1, 5, bad)
+
+
+@pytest.mark.parametrize("floor, cap", [(40, 100), (150, 100)])
+def test_auto_basis_thins_a_large_rare_class_by_kmeanspp(floor, cap):
+    X, y = datasets.make_rare_class(600, 0.4, 0.75, seed=1)
+    key = jax.random.key(0)
+    rare = np.flatnonzero(y == 1)
+    idx = _cv.auto_basis(X, y, key=key, min_basis=floor, max_basis=cap)
+    assert idx.size == max(floor, cap) < rare.size
+    assert np.all(y[idx] == 1) and np.all(np.diff(idx) > 0)  # rare rows only, ascending
+    again = _cv.auto_basis(X, y, key=key, min_basis=floor, max_basis=cap)
+    np.testing.assert_array_equal(idx, again)
+    assert not np.array_equal(
+        idx, _cv.auto_basis(X, y, key=jax.random.key(1), min_basis=floor, max_basis=cap)
+    )
+    # k-means++ spreads them: farther from one another than a uniform draw, on average
+    near = lambda rows: np.mean(
+        np.sort(((X[rows][:, None] - X[rows][None]) ** 2).sum(-1), axis=1)[:, 1]
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    uniform = np.mean([near(rng.choice(rare, idx.size, replace=False)) for _ in range(20)])
+    assert near(idx) > uniform
+    np.testing.assert_array_equal(
+        _cv.auto_basis(X, y, key=key, min_basis=floor, max_basis=None), rare
+    )
 
 
 def test_auto_basis_rare_first_then_majority(data):

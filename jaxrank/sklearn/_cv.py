@@ -86,7 +86,10 @@ class RankRCClassifierCV(ClassifierMixin, BaseEstimator):
 
     Basis policies: ``"auto"`` (every rare row, then majority landmarks by k-means++ up to
     ``min_basis`` rows: never starved when the rare class is small; it is RankRC's basis when
-    ``m+ ≥ min_basis``), ``"rare"`` (RankRC, the paper), ``"all"`` (RankSVM, ``O(m²)`` memory).
+    ``min_basis ≤ m+ ≤`` :data:`jaxrank.bases.AUTO_MAX_BASIS` = 512, and 512 rare rows by
+    k-means++ past that, so the search's cost grows as ``m``, not ``m·m+``;
+    :func:`jaxrank.bases.auto_basis`), ``"rare"`` (RankRC, the paper: every rare row),
+    ``"all"`` (RankSVM, ``O(m²)`` memory).
     ``basis`` names one policy or a tuple of policies to search. The paper's protocol is
     ``RankRCClassifierCV(basis="rare", sigma2_factors=(1,), cv=10)`` up to two details of the
     search (σ² from the heuristic on all training rows, not on each fold; training folds trimmed
