@@ -217,7 +217,10 @@ rankrc-cv and rankrc-ard results removed from the saved file and run again in on
 --out on that file, the 2-core machine shared for its first half hour with two keel_wide runs;
 then, at commit e7a34c5 (a narrow edge step on sets of more than 2048 rows), the same for the six
 sets whose pick reached the narrowest σ² on some split (Males, ResumeNames, Arrests,
-Arrests-5pct, wa_churn-5pct, SmokeBan-5pct; --sets), the others unchanged by it
+Arrests-5pct, wa_churn-5pct, SmokeBan-5pct; --sets), the others unchanged by it; then, at commit
+c51c429 (basis "auto" capped at 512 rare rows), the same for the six sets whose rare class passes
+512 training rows (wa_churn, SmokeBan, Benefits, credit_data, Arrests, Males), the machine
+otherwise quiet
 """
 
 
