@@ -31,9 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank import _buckets, _random
-from jaxrank._validation import check_key, check_X, check_X_y
+from jaxrank._validation import check_int, check_key, check_X, check_X_y
 
-__all__ = ["AUTO_MIN_BASIS", "auto_basis", "auto_basis_size", "kmeanspp", "resolve_basis"]
+__all__ = ["AUTO_MAX_BASIS", "AUTO_MIN_BASIS", "auto_basis", "auto_basis_size", "kmeanspp", "resolve_basis"]
 
 _STRATEGIES = ("rare", "all", "random", "rare_first", "kmeans++")
 
@@ -268,14 +268,6 @@ AUTO_MIN_BASIS = 256
 AUTO_MAX_BASIS = 512
 
 
-def _check_size(name: str, value, *, none: bool = False) -> None:
-    if none and value is None:
-        return
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise ValueError(f"{name} must be a positive integer{' or None' if none else ''}, "
-                         f"got {value!r}.")  # fmt: skip
-
-
 def auto_basis_size(
     m: int, n_pos: int, min_basis: int = AUTO_MIN_BASIS, max_basis: int | None = AUTO_MAX_BASIS
 ) -> int:
@@ -291,8 +283,10 @@ def auto_basis_size(
       >>> auto_basis_size(10_000, 3000), auto_basis_size(10_000, 3000, max_basis=None)
       (512, 3000)
     """
-    _check_size("min_basis", min_basis)
-    _check_size("max_basis", max_basis, none=True)
+    if isinstance(min_basis, bool) or int(min_basis) != min_basis or min_basis < 1:
+        raise ValueError(f"min_basis must be a positive integer, got {min_basis!r}.")
+    if max_basis is not None:
+        max_basis = check_int(max_basis, "max_basis", 1)
     rare = int(n_pos) if max_basis is None else min(int(n_pos), int(max_basis))
     return max(rare, min(int(m), int(min_basis)))
 
